@@ -1,0 +1,5 @@
+import sys
+
+from graphmend.cli import main
+
+sys.exit(main())

@@ -1,0 +1,109 @@
+"""The worker side of a runner: ``python -m graphmend.worker SCRATCH``.
+
+It reads ``SCRATCH/request.json`` (``{"task", "payload", "root"}``), runs the task function
+named in ``TASKS`` and writes ``SCRATCH/response.json`` (``{"ok": true, "data": {...}}`` or
+``{"ok": false, "error": "..."}``). Task functions take ``(payload, scratch)`` and return a
+JSON-ready dict. This module is the only place user code is imported from.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+# task name -> "module:function"; each owning package registers its task here.
+TASKS: dict[str, str] = {
+    "detect": "graphmend.detect.dynamic:detect_task",
+    "verify": "graphmend.verify.worker:verify_task",
+    "bench": "graphmend.bench.worker:bench_task",
+    "selftest": "graphmend.worker:selftest_task",
+}
+
+
+class TaskError(Exception):
+    """An error the task explains itself; reported without a traceback."""
+
+
+def selftest_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    """A tiny task for testing runners: echoes, or misbehaves on request."""
+    action = payload.get("action", "echo")
+    if action == "raise":
+        raise TaskError(payload.get("message", "asked to fail"))
+    if action == "hang":
+        import time
+
+        time.sleep(3600)
+    if action == "exit":
+        os._exit(int(payload.get("code", 3)))
+    if action == "kill":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action == "env":
+        return {"env": dict(os.environ)}
+    if action == "write":
+        target = Path(payload["path"])
+        try:
+            target.write_text("x")
+            return {"written": True}
+        except OSError as exc:
+            return {"written": False, "error": str(exc)}
+    if action == "network":
+        import socket
+
+        try:
+            socket.create_connection((payload.get("host", "1.1.1.1"), int(payload.get("port", 53))), timeout=3).close()
+            return {"connected": True}
+        except OSError as exc:
+            return {"connected": False, "error": str(exc)}
+    if action == "allocate":
+        blob = bytearray(int(payload["bytes"]))
+        for i in range(0, len(blob), 4096):
+            blob[i] = 1
+        return {"allocated": len(blob)}
+    return {"echo": payload.get("value"), "cwd": os.getcwd(), "sys_path0": sys.path[0]}
+
+
+def resolve(spec: str) -> Callable[..., Any]:
+    module_name, _, attr = spec.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _write_response(scratch: Path, response: dict[str, Any]) -> None:
+    tmp = scratch / "response.json.tmp"
+    tmp.write_text(json.dumps(response, default=str), encoding="utf-8")
+    os.replace(tmp, scratch / "response.json")
+
+
+def main(argv: list[str]) -> int:
+    scratch = Path(argv[0])
+    request = json.loads((scratch / "request.json").read_text(encoding="utf-8"))
+    root = request.get("root")
+    if root:
+        sys.path.insert(0, root)
+        os.chdir(root)
+    task = request.get("task")
+    try:
+        if task not in TASKS:
+            raise TaskError(f"unknown task {task!r}")
+        data = resolve(TASKS[task])(request.get("payload") or {}, scratch)
+        response = {"ok": True, "data": data}
+    except TaskError as exc:
+        response = {"ok": False, "error": str(exc)}
+    except BaseException as exc:  # noqa: BLE001 - user code may raise anything, SystemExit included
+        response = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    _write_response(scratch, response)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
