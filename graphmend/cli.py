@@ -15,6 +15,7 @@ import sys
 from typing import Optional, Sequence
 
 from graphmend import __version__
+from graphmend.commands import UsageError
 from graphmend.config import ConfigError
 
 # verb -> one-line help; the module is graphmend.commands.<verb>
@@ -34,10 +35,6 @@ VERBS: dict[str, str] = {
 }
 
 FORMATS_BY_VERB = {"check": ("text", "json", "sarif", "github")}
-
-
-class UsageError(Exception):
-    """A usage error; exit code 2 with the message on one line."""
 
 
 def torch_version() -> str:

@@ -106,4 +106,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # Run the imported module's main, not this __main__ copy: tasks raise
+    # graphmend.worker.TaskError, which must be the class main() catches.
+    from graphmend.worker import main as _main
+
+    sys.exit(_main(sys.argv[1:]))

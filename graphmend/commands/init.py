@@ -1,0 +1,105 @@
+"""``graphmend init``: a commented ``graphmend.yml`` and a targets module to start from."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import yaml
+
+from graphmend.commands import UsageError
+from graphmend.config import parse_config
+
+CONFIG_TEMPLATE = """\
+# GraphMend configuration. Reference: the README's "Configuration" section.
+
+# What may be rewritten. Files outside are reported, never edited.
+paths: [{src}]
+exclude: ["**/tests/**"]
+
+# Each target builds a model (tiny sizes and random weights are enough) and example inputs.
+# Dynamo runs on it to find the real graph breaks; verify and bench run it before and after a fix.
+targets:
+  - name: {name}
+    entry: {module}:{factory}   # returns (callable, args) or (callable, args, kwargs)
+    device: auto              # auto | cpu | cuda
+    dtype: float32            # passed to the factory when it takes a `dtype` argument
+    backend: inductor         # the torch.compile backend used by verify and bench
+    rtol: null                # null: torch.testing defaults for the dtype
+    atol: null
+    inputs: null              # "pkg.mod:fn" returning [(args, kwargs), ...] that exercise every path
+    batch_arg: null           # the factory argument that sets the batch size (throughput)
+    mode: eval                # eval | train
+
+sandbox:
+  runner: subprocess          # subprocess | docker (then set image:)
+  image: null
+  timeout_s: 900
+  memory: 16g
+
+fix:
+  safety: safe                # safe | unsafe: the lowest safety level applied or suggested
+  select: [GM]                # rule-code prefixes
+  ignore: []
+
+gate:
+  fail_on: new-breaks         # new-breaks | any-break | never
+  baseline: graphmend-baseline.json
+
+bench:
+  warmup: 3
+  repeat: 20
+  batch_sizes: [1]
+
+review:
+  suggestions: true
+  comment: on-change          # on-change | always | never
+"""
+
+TARGETS_TEMPLATE = '''\
+"""Targets for GraphMend: each factory returns (model, args) or (model, args, kwargs).
+
+Build models from configs with small sizes; weights do not matter, only the code paths do.
+GraphMend passes `dtype` and `device` to a factory that accepts them.
+"""
+
+import torch
+
+
+def {factory}(dtype=torch.float32, device="cpu"):
+    # Replace with your model, e.g. MyModel(MyConfig(hidden_size=32, num_layers=2)).
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU()).to(device=device, dtype=dtype)
+    x = torch.randn(2, 16, device=device, dtype=dtype)
+    return model, (x,)
+'''
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--src", default="src/", help="the folder GraphMend may rewrite (default: src/)")
+    parser.add_argument("--targets-module", default="tools.graphmend_targets", help="module for the target factories")
+    parser.add_argument("--force", action="store_true", help="overwrite existing files")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.root).resolve()
+    module = args.targets_module
+    if not all(part.isidentifier() for part in module.split(".")):
+        raise UsageError(f"--targets-module: {module!r} is not a dotted module name")
+    config_path = root / "graphmend.yml"
+    targets_path = root.joinpath(*module.split(".")).with_suffix(".py")
+    existing = [p for p in (config_path, targets_path) if p.exists()]
+    if existing and not args.force:
+        names = ", ".join(str(p.relative_to(root)) for p in existing)
+        raise UsageError(f"{names} exist already; use --force to overwrite")
+    text = CONFIG_TEMPLATE.format(src=args.src, name="my-model", module=module, factory="my_model")
+    # What we write must load: a template that fails its own validation would be a bug.
+    parse_config(yaml.safe_load(text), root=root, shown="graphmend.yml")
+    config_path.write_text(text, encoding="utf-8")
+    targets_path.parent.mkdir(parents=True, exist_ok=True)
+    for parent in targets_path.relative_to(root).parents:
+        if str(parent) != "." and not (root / parent / "__init__.py").exists():
+            (root / parent / "__init__.py").write_text("", encoding="utf-8")
+    targets_path.write_text(TARGETS_TEMPLATE.format(factory="my_model"), encoding="utf-8")
+    print(f"wrote {config_path.relative_to(root)} and {targets_path.relative_to(root)}")
+    print("next: edit the target factory, then run `graphmend check`")
+    return 0
