@@ -21,6 +21,17 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
+DOCKER_FIXTURES = {"docker_client", "docker_base_image", "dockerd"}
+
+
+def pytest_collection_modifyitems(config, items):
+    # One docker daemon and one imported base image per test session: under pytest-xdist every
+    # test that needs them runs on the same worker (``--dist loadgroup`` in pyproject.toml).
+    for item in items:
+        if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("docker"))
+
+
 @pytest.fixture
 def make_repo(tmp_path):
     """A real git repository in a temp dir with the given files committed."""
