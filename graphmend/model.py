@@ -122,6 +122,8 @@ class TargetResult:
     environment: Environment = field(default_factory=Environment)
     skipped_frames: int = 0
     duration_s: float = 0.0
+    # repo-relative files Dynamo traced on this run; static candidates are for the others
+    traced_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

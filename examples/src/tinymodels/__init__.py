@@ -1,0 +1,1 @@
+"""A tiny transformer-style model package with the graph breaks real models have."""

@@ -1,0 +1,515 @@
+"""Dynamic detection: run each target under Dynamo and record every graph break (the ground truth).
+
+Why not use what PyTorch already offers? Under torch 2.13 its channels disagree:
+``torch._dynamo.explain()`` counts graphs - 1 and reports -1 when a frame is skipped;
+``counters["graph_break"]`` misses data-dependent branches; ``fullgraph=True`` stops at the
+first break; the ``graph_breaks`` log is off when ``TORCH_LOGS`` is already set. So the worker
+hooks the two places Dynamo itself passes through:
+
+* ``InstructionTranslatorBase.log_graph_break`` — called once for every graph break Dynamo
+  decides to compile around (and, since 2.13, also for a break it cannot resume from, just
+  before it gives up on the frame), with the ``Unsupported`` exception that carries the
+  ``gb_type`` and ``real_stack`` (the user stack, innermost last). It is called whether or not
+  the log is enabled.
+* ``ConvertFrameAssert.__call__`` — the per-frame compile entry. An exception escaping it
+  (a break inside ``try``/``with`` or a loop, the recompile limit, ...) makes Dynamo run the
+  whole frame eagerly: a *skipped frame*, which ``explain()`` hides and which costs the most.
+
+A counting backend counts the graphs Dynamo hands to the compiler. The worker groups
+events by stack (the same break in every layer is one site with a hit count); the parent maps
+them onto ``GraphBreak`` values with repo-relative locations, categories and fingerprints.
+
+Worker side: ``detect_task`` (imports torch). Parent side: ``detect_targets`` (torch-free).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import linecache
+import logging
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from graphmend.config import Config, TargetConfig
+from graphmend.detect import classify as cls
+from graphmend.model import (
+    Category,
+    Environment,
+    Frame,
+    GraphBreak,
+    TargetResult,
+    fingerprint,
+)
+
+# progress(label, done, total): called before each target and once at the end (label "").
+Progress = Callable[[str, int, int], None]
+
+_RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(\w+?)_at_\d+$")
+_GRAPHMEND_DIR = str(Path(__file__).resolve().parents[1])
+
+
+# ============================================================================================
+# Worker side
+
+
+@dataclass
+class _Event:
+    kind: str  # "break" | "skip"
+    gb_type: str
+    message: str
+    stack: list[tuple[str, int, str, Optional[int]]]  # (abs file, line, function, col)
+    exc: Any = None
+    skipped: Optional[tuple[str, str, int]] = None  # (function, file, first line) of a skipped frame
+
+
+@dataclass
+class _Recorder:
+    events: list[_Event] = field(default_factory=list)
+    traced_files: set[str] = field(default_factory=set)
+    graphs: int = 0
+    graph_ops: list[int] = field(default_factory=list)
+
+    def backend(self, inner: Optional[Callable[..., Any]]) -> Callable[..., Any]:
+        """A backend that counts the graphs it receives, then compiles them with ``inner``."""
+
+        def counting_backend(gm: Any, example_inputs: Any) -> Any:
+            self.graphs += 1
+            self.graph_ops.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call_")))
+            return inner(gm, example_inputs) if inner is not None else gm.forward
+
+        return counting_backend
+
+    @contextlib.contextmanager
+    def installed(self):  # noqa: ANN201 - a context manager
+        from torch._dynamo import convert_frame, symbolic_convert
+
+        tracer_cls = symbolic_convert.InstructionTranslatorBase
+        orig_log = tracer_cls.log_graph_break
+        orig_init = tracer_cls.__init__
+        orig_convert = convert_frame.ConvertFrameAssert.__call__
+        recorder = self
+
+        def log_graph_break(tracer: Any, code_options: Any, reason: str, exc: Any) -> None:
+            # Dynamo calls this again for an exception it has already logged; count once.
+            if not getattr(exc, "logged", False):
+                recorder.events.append(_Event("break", _gb_type(exc), _message(exc), _stack_of(exc), exc=exc))
+            return orig_log(tracer, code_options, reason, exc)
+
+        def tracer_init(tracer: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(tracer, *args, **kwargs)
+            code = getattr(tracer, "f_code", None)
+            if code is not None:
+                recorder.traced_files.add(code.co_filename)
+
+        def convert(self_: Any, frame: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return orig_convert(self_, frame, *args, **kwargs)
+            except Exception as exc:
+                recorder.on_frame_failed(frame.f_code, exc)
+                raise
+
+        tracer_cls.log_graph_break = log_graph_break
+        tracer_cls.__init__ = tracer_init
+        convert_frame.ConvertFrameAssert.__call__ = convert
+        try:
+            yield self
+        finally:
+            tracer_cls.log_graph_break = orig_log
+            tracer_cls.__init__ = orig_init
+            convert_frame.ConvertFrameAssert.__call__ = orig_convert
+
+    def on_frame_failed(self, code: Any, exc: Exception) -> None:
+        from torch._dynamo.exc import Unsupported, UserError
+
+        # Only soft failures fall back to eager; anything else propagates to the target's
+        # call and becomes the target's error.
+        if not isinstance(exc, (Unsupported, UserError)):
+            return
+        skipped = (code.co_name, code.co_filename, code.co_firstlineno)
+        for event in reversed(self.events):
+            if event.exc is exc:
+                # 2.13 logs a break it cannot resume from, then gives up on the frame:
+                # one event, and it is a skipped frame.
+                event.kind, event.skipped = "skip", skipped
+                return
+        stack = _stack_of(exc) or [(code.co_filename, code.co_firstlineno, code.co_name, None)]
+        self.events.append(_Event("skip", _gb_type(exc), _message(exc), stack, exc=exc, skipped=skipped))
+
+
+def _gb_type(exc: Any) -> str:
+    return getattr(exc, "gb_type", None) or type(exc).__name__
+
+
+def _message(exc: Any) -> str:
+    return str(getattr(exc, "msg", None) or exc)
+
+
+def _stack_of(exc: Any) -> list[tuple[str, int, str, Optional[int]]]:
+    stack = getattr(exc, "real_stack", None)
+    if not stack:
+        import torch
+
+        stack = torch._guards.TracingContext.extract_stack()
+    out = []
+    for fs in stack or ():
+        if fs.filename is None:
+            continue
+        name = _RESUME_RE.sub(r"\1", fs.name or "")
+        # Dynamo's resume functions continue the same user frame: collapse them, as its log does.
+        if out and out[-1][2] == name and out[-1][0] == fs.filename:
+            out.pop()
+        out.append((fs.filename, int(fs.lineno or 0), name, getattr(fs, "colno", None)))
+    return out
+
+
+class _LogCapture(logging.Handler):
+    """Collects Dynamo's own ``graph_breaks`` log, for cross-checking the hooks."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.endswith("__graph_breaks"):
+            self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _dynamo_log(enabled: bool):  # noqa: ANN201
+    if not enabled:
+        yield None
+        return
+    import torch
+
+    torch._logging.set_logs(graph_breaks=True)
+    handler = _LogCapture()
+    # torch's loggers do not propagate to the root logger; listen on the artifact loggers.
+    loggers = [logging.getLogger(f"torch._dynamo.{m}.__graph_breaks") for m in ("symbolic_convert", "convert_frame")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        torch._logging.set_logs()
+
+
+def _registry() -> tuple[dict[str, str], Callable[[str], Optional[str]]]:
+    from torch._dynamo import exc as dexc
+
+    return dexc._load_gb_type_to_gb_id_map(), dexc.get_gbid_documentation_link
+
+
+def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    """Worker task "detect": run one target once under Dynamo and report what happened.
+
+    payload: ``{"target": TargetConfig as a dict, "backend": "eager", "capture_log": false}``.
+    Returns ``{"graph_count", "sites": [...], "traced_files": [...], "environment": {...},
+    "dynamo_log": [...]}`` with absolute paths; the parent makes them repo-relative.
+    """
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from graphmend.targets import load_target
+    from graphmend.worker import TaskError
+
+    target = payload["target"]
+    backend_name = payload.get("backend") or "eager"
+    loaded = load_target(target)
+    mode = target.get("mode", "eval")
+
+    # A fresh Dynamo: no cached frames, guards or counters from anything before.
+    torch._dynamo.reset()
+    counters.clear()
+    recorder = _Recorder()
+    inner = None
+    if backend_name != "eager":
+        from torch._dynamo.backends.registry import lookup_backend
+
+        inner = lookup_backend(backend_name)
+    compiled = torch.compile(loaded.fn, backend=recorder.backend(inner))
+    grad = torch.no_grad() if mode == "eval" else contextlib.nullcontext()
+    started = time.monotonic()
+    with _dynamo_log(bool(payload.get("capture_log"))) as log, recorder.installed(), grad:
+        try:
+            compiled(*loaded.args, **loaded.kwargs)
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise TaskError(f"the target raised under torch.compile: {type(exc).__name__}: {first}") from exc
+    elapsed = time.monotonic() - started
+
+    gb_ids, doc_link = _registry()
+    sites: dict[tuple, dict[str, Any]] = {}
+    for event in recorder.events:
+        key = (event.kind, event.gb_type, tuple((f, ln, fn) for f, ln, fn, _ in event.stack[-1:]),
+               event.skipped[0] if event.skipped else None)
+        site = sites.get(key)
+        if site is None:
+            cause = event.message.split("\n", 1)[0].strip()
+            sites[key] = {
+                "kind": event.kind,
+                "gb_type": event.gb_type,
+                "gb_id": gb_ids.get(event.gb_type),
+                "doc_url": doc_link(event.gb_type),
+                "cause_gb_type": cause if cause in gb_ids else None,
+                "message": event.message,
+                "stack": [list(f) for f in event.stack],
+                "skipped_frame": list(event.skipped) if event.skipped else None,
+                "hits": 1,
+            }
+        else:
+            site["hits"] += 1
+            if len(event.stack) > len(site["stack"]):
+                site["stack"] = [list(f) for f in event.stack]
+    env = {
+        "torch_version": torch.__version__,
+        "device": loaded.device,
+        "dtype": str(loaded.dtype).replace("torch.", ""),
+        "backend": backend_name,
+        "mode": mode,
+        "python_version": platform.python_version(),
+    }
+    return {
+        "graph_count": recorder.graphs,
+        "graph_ops": recorder.graph_ops,
+        "sites": list(sites.values()),
+        "traced_files": sorted(recorder.traced_files),
+        "environment": env,
+        "dynamo_log": log.messages if log is not None else [],
+        "run_s": elapsed,
+    }
+
+
+# ============================================================================================
+# Parent side
+
+
+def detect_targets(
+    config: Config,
+    names: Optional[Iterable[str]] = None,
+    *,
+    root: Optional[Path] = None,
+    runner: Any = None,
+    progress: Optional[Progress] = None,
+    backend: str = "eager",
+    capture_log: bool = False,
+) -> tuple[TargetResult, ...]:
+    """Detect breaks on each target (all, or those named), one worker process per target.
+
+    ``root`` overrides ``config.root`` (the fix loop detects on a rewritten copy of the tree).
+    A target that fails in any way becomes a ``TargetResult`` with ``error``; the others run.
+    Unknown names raise ``ConfigError`` (a usage error) before anything runs.
+    """
+    from graphmend.runner import Job, get_runner
+
+    targets = [config.target(n) for n in names] if names else list(config.targets)
+    root = Path(root or config.root).resolve()
+    runner = runner or get_runner(config)
+    results = []
+    for i, target in enumerate(targets):
+        if progress:
+            progress(target.name, i, len(targets))
+        payload = {
+            "target": _target_dict(target),
+            "backend": backend,
+            "paths": list(config.paths),
+            "exclude": list(config.exclude),
+            "capture_log": capture_log,
+        }
+        job = Job(task="detect", payload=payload, root=root, timeout_s=config.sandbox.timeout_s,
+                  device=target.device, label=f"target {target.name}")
+        outcome = runner.run(job)
+        if not outcome.ok:
+            results.append(TargetResult(name=target.name, error=outcome.error or "unknown error",
+                                        environment=Environment(dtype=target.dtype, backend=backend, mode=target.mode,
+                                                                python_version=platform.python_version()),
+                                        duration_s=outcome.duration_s))
+            continue
+        results.append(result_from_data(target.name, outcome.data or {}, config, root, duration_s=outcome.duration_s))
+    if progress:
+        progress("", len(targets), len(targets))
+    return tuple(results)
+
+
+def _target_dict(target: TargetConfig) -> dict[str, Any]:
+    from graphmend.model import to_dict
+
+    return to_dict(target)
+
+
+def result_from_data(name: str, data: dict[str, Any], config: Config, root: Path, *, duration_s: float = 0.0) -> TargetResult:
+    """Turn a detect task's response into a ``TargetResult`` (repo-relative, classified, deduplicated)."""
+    root = Path(root).resolve()
+    by_site: dict[tuple, GraphBreak] = {}
+    for site in data.get("sites", []):
+        gb = _graph_break(site, config, root, name)
+        key = (gb.file, gb.line, gb.gb_type, gb.category)
+        if key in by_site:
+            # Two stacks ending at one site (a helper called from two places) are one finding.
+            prev = by_site[key]
+            by_site[key] = _replace(prev, hits=prev.hits + gb.hits,
+                                    stack=prev.stack if len(prev.stack) >= len(gb.stack) else gb.stack)
+        else:
+            by_site[key] = gb
+    breaks = _with_fingerprints(sorted(by_site.values(), key=lambda b: (b.file, b.line, b.gb_id or "", b.category.value)))
+    env = data.get("environment") or {}
+    traced = []
+    for f in data.get("traced_files", []):
+        rel = _relative(f, root)
+        if rel is not None:
+            traced.append(rel)
+    return TargetResult(
+        name=name,
+        graph_count=int(data.get("graph_count", 0)),
+        break_count=len(breaks),
+        breaks=tuple(breaks),
+        environment=Environment(**{k: str(v) for k, v in env.items() if k in Environment.__dataclass_fields__}),
+        skipped_frames=sum(1 for b in breaks if b.category is Category.SKIPPED_FRAME),
+        duration_s=duration_s,
+        traced_files=tuple(sorted(set(traced))),
+    )
+
+
+def _replace(gb: GraphBreak, **changes: Any) -> GraphBreak:
+    import dataclasses
+
+    return dataclasses.replace(gb, **changes)
+
+
+def _relative(path: str, root: Path) -> Optional[str]:
+    """The repo-relative form of ``path``, or None when it is outside ``root``."""
+    try:
+        resolved = Path(path).resolve()
+        return resolved.relative_to(root).as_posix()
+    except (ValueError, OSError):
+        return None
+
+
+def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str) -> GraphBreak:
+    frames = []
+    for file, line, function, col in site["stack"]:
+        rel = _relative(file, root)
+        frames.append((Frame(file=rel if rel is not None else file, line=int(line), function=function,
+                             inside_repo=rel is not None), col, file))
+    skipped = site["kind"] == "skip"
+    inner = [i for i, (f, _, _) in enumerate(frames) if f.inside_repo]
+    pick = inner[-1] if inner else len(frames) - 1
+    message = site["message"]
+    statement = _statement_at(frames[pick][2], frames[pick][0].line) if frames else None
+    c = cls.classify(site["gb_type"], message, statement=statement, skipped_frame=skipped,
+                     cause_gb_type=site.get("cause_gb_type"))
+    if c.category is Category.SIDE_EFFECT and len(inner) > 1 and frames[pick][0].function.endswith("_once"):
+        # transformers-style ``logger.warning_once`` is an lru_cache'd helper that calls
+        # ``self.warning``; Dynamo breaks inside the helper, but the call to defer is the
+        # caller's ``logger.warning_once(...)`` one frame out.
+        pick = inner[-2]
+    if frames:
+        frame, col, abs_file = frames[pick]
+    else:  # Dynamo gave no stack at all (rare): report the skipped frame's own location.
+        function, abs_file, first = site.get("skipped_frame") or ("<unknown>", "<unknown>", 0)
+        rel = _relative(abs_file, root)
+        frame, col = Frame(file=rel or abs_file, line=int(first), function=function, inside_repo=rel is not None), None
+    source_line = linecache.getline(abs_file, frame.line).rstrip("\n") if frame.line else ""
+    return GraphBreak(
+        file=frame.file,
+        line=frame.line,
+        col=col,
+        reason=_reason(site, root),
+        category=c.category,
+        source_line=source_line.strip(),
+        function=frame.function,
+        gb_id=site.get("gb_id"),
+        gb_type=site["gb_type"],
+        doc_url=site.get("doc_url"),
+        fixable=c.fixable,
+        rule=c.rule,
+        lever=c.lever,
+        lever_reason=c.lever_reason,
+        hits=int(site.get("hits", 1)),
+        verified=True,
+        outside_paths=not frame.inside_repo or not config.is_in_paths(frame.file),
+        stack=tuple(f for f, _, _ in frames),
+        target=target,
+    )
+
+
+_EXPLANATION_RE = re.compile(r"^\s*Explanation:\s*(.*)$", re.M)
+
+
+def _reason(site: dict[str, Any], root: Path) -> str:
+    """One readable line: the break type and Dynamo's explanation (of the first break, for a skip)."""
+    message = site["message"]
+    explanation = _EXPLANATION_RE.search(message)
+    first = message.split("\n", 1)[0].strip()
+    text = f"{first}: {explanation.group(1).strip()}" if explanation else first
+    if site["kind"] == "skip":
+        function, file, line = site.get("skipped_frame") or ("?", "?", 0)
+        function = _RESUME_RE.sub(r"\1", function)
+        shown = _relative(file, root) or file
+        how = f"{site['gb_type']}; " if site["gb_type"] != first else ""
+        return f"Dynamo skipped the frame {function}() ({shown}:{line}) and ran it eagerly: {how}{text}"
+    return text
+
+
+def _statement_at(abs_file: str, line: int) -> Optional[str]:
+    """The shape of the statement Dynamo broke on: an ``if`` guarding only a ``raise`` is a validation."""
+    try:
+        tree = _parse(abs_file)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and node.lineno <= line <= _test_end(node):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    if best is None:
+        return None
+    if isinstance(best, ast.While):
+        return cls.STMT_WHILE
+    if isinstance(best, ast.Assert):
+        return cls.STMT_ASSERT
+    if isinstance(best, ast.If) and len(best.body) == 1 and isinstance(best.body[0], ast.Raise):
+        return cls.STMT_IF_RAISE
+    return cls.STMT_IF
+
+
+def _test_end(node: ast.AST) -> int:
+    test = getattr(node, "test", None)
+    return getattr(test, "end_lineno", None) or node.lineno
+
+
+_PARSED: dict[str, ast.AST] = {}
+
+
+def _parse(path: str) -> ast.AST:
+    if path not in _PARSED:
+        _PARSED[path] = ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+    return _PARSED[path]
+
+
+def _with_fingerprints(breaks: list[GraphBreak]) -> list[GraphBreak]:
+    """Fingerprints count repeated identical lines within a function, so two alike sites differ."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for b in breaks:
+        kind = b.gb_id or b.category.value
+        key = (b.file, b.function, kind, " ".join(b.source_line.split()))
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        out.append(_replace(b, fingerprint=fingerprint(b.file, b.function, kind, b.source_line, occurrence)))
+    return out
+
+
+__all__ = ["detect_task", "detect_targets", "result_from_data"]
+
+if __name__ == "__main__":  # pragma: no cover
+    print("run through the worker: python -m graphmend.worker SCRATCH", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,37 @@
+"""GraphMend's rule codes: the one place they are spelled (DESIGN.md, "Rule codes").
+
+Ranges: ``GM1xx`` predicated control flow, ``GM2xx`` deferred side effects, ``GM3xx`` trap
+lowering, ``GM4xx`` scalar / ``.item()`` patterns, ``GM5xx`` compile-configuration levers,
+``GM9xx`` detection-only notes. The transforms registry links each code to its transform;
+detection only needs to know which code *could* fix a break.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphmend.model import Category
+
+GM101 = "GM101"  # data-dependent branch -> torch.where
+GM201 = "GM201"  # print in a compiled region -> deferred
+GM202 = "GM202"  # logging / logger.* (warning_once included) -> deferred
+GM203 = "GM203"  # warnings.warn -> deferred
+GM301 = "GM301"  # raise under a tensor condition -> torch._assert_async
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    code: str
+    name: str  # named after the pattern it flags, as ruff does
+    category: Category
+
+
+RULES: tuple[RuleInfo, ...] = (
+    RuleInfo(GM101, "data-dependent-branch", Category.DATA_DEPENDENT_BRANCH),
+    RuleInfo(GM201, "print-in-compiled-region", Category.SIDE_EFFECT),
+    RuleInfo(GM202, "logging-in-compiled-region", Category.SIDE_EFFECT),
+    RuleInfo(GM203, "warning-in-compiled-region", Category.SIDE_EFFECT),
+    RuleInfo(GM301, "raise-under-tensor-condition", Category.VALIDATION),
+)
+
+RULES_BY_CODE: dict[str, RuleInfo] = {r.code: r for r in RULES}
