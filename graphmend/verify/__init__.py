@@ -1,0 +1,35 @@
+"""``verify``: proof that a rewritten tree computes what the original computes.
+
+Public API (torch is imported only when these run, never at import time):
+
+- ``verify(config, target_names=None, *, base="HEAD", grad=False, runner=None, progress=None)``
+  compares the tree at ``base`` with the working tree;
+- ``verify_fixes(config, fixes, ...)`` verifies candidate fixes alone and together on copies of
+  the working tree and withdraws those that fail.
+
+Both return a ``VerifyReport`` (``graphmend.verify.results``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphmend.verify.results import FixVerdict, Mismatch, TargetVerification, VerifyReport
+
+__all__ = ["FixVerdict", "Mismatch", "TargetVerification", "VerifyReport", "verify", "verify_fixes"]
+
+
+def verify(*args: Any, **kwargs: Any) -> VerifyReport:
+    from graphmend.verify.verify import verify as run
+
+    return run(*args, **kwargs)
+
+
+def verify_fixes(*args: Any, **kwargs: Any) -> VerifyReport:
+    from graphmend.verify.verify import verify_fixes as run
+
+    return run(*args, **kwargs)
+
+
+verify.__doc__ = "Compare the tree at ``base`` with the working tree; see graphmend.verify.verify.verify."
+verify_fixes.__doc__ = "Verify fixes alone and together; see graphmend.verify.verify.verify_fixes."

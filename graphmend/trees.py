@@ -1,0 +1,110 @@
+"""Source trees to run "before" and "after": the tree at a git revision, or a copy to edit.
+
+``verify`` and ``bench`` compare the tree at ``--base REV`` with the working tree. The tree at
+REV is written out with ``git archive`` (no worktree bookkeeping left behind in the user's
+repository, and nothing to clean up in ``.git`` if the run is killed); ``verify_fixes``
+applies candidate fixes to private copies of the working tree, never to the tree itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+
+class TreeError(Exception):
+    """A revision or a tree that cannot be materialised; ``str()`` is one line for the user."""
+
+
+def _git(root: Path, *args: str) -> bytes:
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, check=False)
+    except FileNotFoundError:
+        raise TreeError("git is not installed") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise TreeError(message[-1] if message else f"git {' '.join(args)} failed")
+    return done.stdout
+
+
+def resolve_rev(root: Path, rev: str) -> str:
+    """The commit id ``rev`` names in the repository at ``root``."""
+    if rev.startswith("-"):
+        raise TreeError(f"--base {rev!r}: not a revision")
+    try:
+        return _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
+    except TreeError:
+        raise TreeError(f"--base {rev!r}: unknown revision in {root}") from None
+
+
+def export_rev(root: Path, rev: str, dest: Path) -> str:
+    """Write the files of ``rev`` into ``dest`` (which must exist); returns the commit id."""
+    commit = resolve_rev(root, rev)
+    data = _git(root, "archive", "--format=tar", commit)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return commit
+
+
+@contextlib.contextmanager
+def tree_at(root: Path | str, rev: str) -> Iterator[Path]:
+    """A temporary folder holding the repository at ``rev``, removed on exit."""
+    root = Path(root).resolve()
+    tmp = Path(tempfile.mkdtemp(prefix="graphmend-base-"))
+    try:
+        dest = tmp / "tree"
+        dest.mkdir()
+        export_rev(root, rev, dest)
+        yield dest
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+_SKIP = {".git", "__pycache__", ".venv", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+
+
+def copy_tree(root: Path | str, dest: Path) -> Path:
+    """A copy of the working tree at ``root`` (uncommitted changes included) into ``dest``.
+
+    In a git repository the copy holds what git would see (tracked files and untracked ones
+    that are not ignored), which skips virtual environments and build output.
+    """
+    root = Path(root).resolve()
+    files: list[str] | None = None
+    if (root / ".git").exists():
+        try:
+            out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+            files = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
+        except TreeError:
+            files = None
+    dest.mkdir(parents=True, exist_ok=True)
+    if files is None:
+        shutil.copytree(root, dest, dirs_exist_ok=True, symlinks=True, ignore=lambda d, names: [n for n in names if n in _SKIP])
+        return dest
+    for rel in files:
+        src = root / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the working tree but still in the index
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            target.symlink_to(src.readlink())
+        elif src.is_file():
+            shutil.copy2(src, target)
+    return dest
+
+
+@contextlib.contextmanager
+def tree_copy(root: Path | str) -> Iterator[Path]:
+    """A temporary copy of the working tree, removed on exit."""
+    tmp = Path(tempfile.mkdtemp(prefix="graphmend-copy-"))
+    try:
+        yield copy_tree(root, tmp / "tree")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
