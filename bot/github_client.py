@@ -1,0 +1,304 @@
+"""The GitHub client: the one module of GraphMend that imports ``github`` (PyGithub).
+
+It turns PyGithub objects into the plain values below so that nothing else handles them,
+and PyGithub's errors into four kinds the rest of the bot acts on:
+
+- ``TransientError`` (5xx, secondary rate limit, lost connection): retried by ``retry``;
+- ``PermissionDenied`` (403 without a rate limit: a read-only token, e.g. a fork's PR);
+- ``Unprocessable`` (422: GitHub refused the content, e.g. a comment outside the diff);
+- ``NotFound`` (404).
+
+PyGithub's own retries and request throttling are turned off (see ``retry``): its default
+retries POSTs and sleeps 60 s on a secondary rate limit. The base URL is ``GITHUB_API_URL``
+when set (GitHub Enterprise Server), else api.github.com; authentication is a token.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, TypeVar
+
+import github
+import requests
+from github import Auth, Github, GithubException
+
+from bot import retry
+from bot.retry import TransientError
+
+T = TypeVar("T")
+DEFAULT_API_URL = "https://api.github.com"
+
+
+class GitHubError(Exception):
+    """A GitHub answer the bot cannot work around; ``str()`` is one line."""
+
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
+
+
+class PermissionDenied(GitHubError):
+    pass
+
+
+class Unprocessable(GitHubError):
+    pass
+
+
+class NotFound(GitHubError):
+    pass
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    head_sha: str
+    base_sha: str
+    head_repo: str
+    base_repo: str
+    state: str
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    filename: str
+    status: str
+    patch: Optional[str]
+
+
+@dataclass(frozen=True)
+class ReviewInfo:
+    id: int
+    state: str
+    body: str
+    commit_id: Optional[str]
+
+
+@dataclass(frozen=True)
+class ReviewCommentInfo:
+    id: int
+    body: str
+    path: str
+    line: Optional[int]  # None when the comment is outdated (its line left the diff)
+    commit_id: Optional[str]
+    in_reply_to_id: Optional[int]
+
+
+@dataclass(frozen=True)
+class IssueCommentInfo:
+    id: int
+    body: str
+
+
+@dataclass(frozen=True)
+class CheckRunInfo:
+    id: int
+    name: str
+    external_id: Optional[str]
+
+
+def api_url_from_env() -> str:
+    return os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL
+
+
+def _message(exc: GithubException) -> str:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    text = str(data.get("message") or exc.message or "")
+    errors = data.get("errors")
+    if errors:
+        text += " (" + "; ".join(str(e.get("message", e) if isinstance(e, dict) else e) for e in errors) + ")"
+    return " ".join(text.split())[:500] or f"HTTP {exc.status}"
+
+
+def translate(exc: BaseException) -> BaseException:
+    """A PyGithub / requests exception as one of this module's kinds."""
+    if isinstance(exc, requests.RequestException):
+        return TransientError(f"connection problem: {exc.__class__.__name__}", wait_s=1.0)
+    if not isinstance(exc, GithubException):
+        return exc
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    msg = _message(exc)
+    status = exc.status
+    retry_after = headers.get("retry-after")
+    limited = status == 429 or (
+        status == 403 and (retry_after is not None or headers.get("x-ratelimit-remaining") == "0" or "rate limit" in msg.lower())
+    )
+    if limited:
+        wait = float(retry_after) if retry_after and retry_after.isdigit() else 60.0
+        return TransientError(f"rate limited (HTTP {status}): {msg}", wait_s=wait)
+    if status >= 500:
+        return TransientError(f"HTTP {status}: {msg}", wait_s=1.0)
+    if status in (401, 403):
+        return PermissionDenied(f"HTTP {status}: {msg}", status)
+    if status == 404:
+        return NotFound(f"HTTP {status}: {msg}", status)
+    if status == 422:
+        return Unprocessable(f"HTTP 422: {msg}", status)
+    return GitHubError(f"HTTP {status}: {msg}", status)
+
+
+def _call(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except (GithubException, requests.RequestException) as exc:
+        raise translate(exc) from None
+
+
+class GitHubClient:
+    """The few GitHub operations the bot needs, on one repository, as plain values."""
+
+    def __init__(
+        self,
+        token: str,
+        repository: str,
+        *,
+        base_url: Optional[str] = None,
+        policy: retry.Policy = retry.Policy(),
+        sleep: Optional[Callable[[float], None]] = None,
+        per_page: int = 100,
+    ):
+        self.repository = repository
+        self.policy = policy
+        self._sleep = sleep or __import__("time").sleep
+        self._gh = Github(
+            auth=Auth.Token(token),
+            base_url=(base_url or api_url_from_env()).rstrip("/"),
+            retry=None,  # our policy, not PyGithub's (which re-POSTs and sleeps 60 s)
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+            per_page=per_page,
+            lazy=True,  # no request until a value is needed: fewer calls, fewer failure points
+            timeout=30,
+        )
+        self._repo = self._gh.get_repo(repository)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        return retry.read(lambda: _call(fn), self.policy, self._sleep)
+
+    def _write(self, fn: Callable[[], T], recheck: Optional[Callable[[], Optional[T]]] = None) -> T:
+        return retry.write(lambda: _call(fn), (lambda: _call(recheck)) if recheck else None, self.policy, self._sleep)
+
+    def _pull(self, number: int) -> Any:
+        return self._repo.get_pull(number)  # lazy: no request yet
+
+    def _request(self, verb: str, url: str, payload: Optional[dict] = None) -> Any:
+        _headers, data = self._repo._requester.requestJsonAndCheck(verb, url, input=payload)
+        return data
+
+    # -- pulls ----------------------------------------------------------------------------------
+
+    def get_pull(self, number: int) -> PullInfo:
+        def fetch() -> PullInfo:
+            data = self._request("GET", f"{self._repo.url}/pulls/{number}")
+            return PullInfo(
+                number=data["number"],
+                head_sha=data["head"]["sha"],
+                base_sha=data["base"]["sha"],
+                head_repo=((data["head"].get("repo") or {}).get("full_name")) or "",
+                base_repo=((data["base"].get("repo") or {}).get("full_name")) or "",
+                state=data["state"],
+            )
+
+        return self._read(fetch)
+
+    def find_pull_by_head_sha(self, sha: str) -> Optional[int]:
+        """The open pull request whose head is ``sha`` (``workflow_run.pull_requests`` is empty for forks)."""
+        def fetch() -> Optional[int]:
+            for pull in self._repo.get_pulls(state="open"):
+                if pull.head.sha == sha:
+                    return pull.number
+            return None
+
+        return self._read(fetch)
+
+    def list_files(self, number: int) -> list[FileInfo]:
+        return self._read(lambda: [FileInfo(f.filename, f.status, f.patch) for f in self._pull(number).get_files()])
+
+    # -- reviews --------------------------------------------------------------------------------
+
+    def list_reviews(self, number: int) -> list[ReviewInfo]:
+        return self._read(
+            lambda: [ReviewInfo(r.id, r.state, r.body or "", r.commit_id) for r in self._pull(number).get_reviews()]
+        )
+
+    def delete_pending_review(self, number: int, review_id: int) -> None:
+        def delete() -> None:
+            try:
+                self._request("DELETE", f"{self._repo.url}/pulls/{number}/reviews/{review_id}")
+            except GithubException as exc:
+                if exc.status != 404:  # already gone: what we wanted
+                    raise
+
+        self._write(delete)
+
+    def create_review(
+        self, number: int, commit_sha: str, body: str, comments: list[dict], recheck: Callable[[], Optional[int]]
+    ) -> int:
+        """A submitted ``COMMENT`` review pinned to ``commit_sha``; returns its id.
+
+        ``recheck`` finds the review by its marker after a transient failure, so a review that
+        GitHub created before failing to answer is not created twice.
+        """
+        payload = {"commit_id": commit_sha, "body": body, "event": "COMMENT", "comments": comments}
+        return self._write(lambda: self._request("POST", f"{self._repo.url}/pulls/{number}/reviews", payload)["id"], recheck)
+
+    def list_review_comments(self, number: int) -> list[ReviewCommentInfo]:
+        def fetch() -> list[ReviewCommentInfo]:
+            out = []
+            for c in self._pull(number).get_review_comments():
+                # The listed data, as received: asking PyGithub for an absent key (GitHub omits
+                # in_reply_to_id on a thread's first comment) would fetch the comment again.
+                raw = c._rawData
+                out.append(
+                    ReviewCommentInfo(c.id, c.body or "", c.path, raw.get("line"), raw.get("commit_id"), raw.get("in_reply_to_id"))
+                )
+            return out
+
+        return self._read(fetch)
+
+    def delete_review_comment(self, comment_id: int) -> None:
+        def delete() -> None:
+            try:
+                self._request("DELETE", f"{self._repo.url}/pulls/comments/{comment_id}")
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+
+        self._write(delete)
+
+    # -- issue comments -------------------------------------------------------------------------
+
+    def list_issue_comments(self, number: int) -> list[IssueCommentInfo]:
+        return self._read(lambda: [IssueCommentInfo(c.id, c.body or "") for c in self._repo.get_issue(number).get_comments()])
+
+    def create_issue_comment(self, number: int, body: str, recheck: Callable[[], Optional[int]]) -> int:
+        return self._write(
+            lambda: self._request("POST", f"{self._repo.url}/issues/{number}/comments", {"body": body})["id"], recheck
+        )
+
+    def edit_issue_comment(self, comment_id: int, body: str) -> None:
+        self._write(lambda: self._request("PATCH", f"{self._repo.url}/issues/comments/{comment_id}", {"body": body}))
+
+    # -- the gate -------------------------------------------------------------------------------
+
+    def list_check_runs(self, sha: str, name: str) -> list[CheckRunInfo]:
+        def fetch() -> list[CheckRunInfo]:
+            runs = self._repo.get_commit(sha).get_check_runs(check_name=name)
+            return [CheckRunInfo(r.id, r.name, r.external_id) for r in runs]
+
+        return self._read(fetch)
+
+    def create_check_run(self, payload: dict, recheck: Callable[[], Optional[int]]) -> int:
+        return self._write(lambda: self._request("POST", f"{self._repo.url}/check-runs", payload)["id"], recheck)
+
+    def update_check_run(self, check_id: int, payload: dict) -> None:
+        # A check run update is idempotent (appending the same annotations twice is the one
+        # exception, so the caller sends each page once and re-checks nothing).
+        self._write(lambda: self._request("PATCH", f"{self._repo.url}/check-runs/{check_id}", payload))
+
+    def create_status(self, sha: str, state: str, context: str, description: str) -> None:
+        payload = {"state": state, "context": context, "description": description[:140]}
+        self._write(lambda: self._request("POST", f"{self._repo.url}/statuses/{sha}", payload))

@@ -1,0 +1,275 @@
+"""``graphmend post``: put a finished review.json on its pull request.
+
+The stages follow reviewdog: findings → diff filter (``diff_filter``) → renderer (``render``)
+→ client (``github_client``). This module never reads the pull request's code and never
+imports torch. Everything it posts is recognisable by hidden markers, so a re-run edits or
+skips rather than duplicates, and every write that failed transiently is re-checked by
+marker before it is sent again (``retry``).
+
+When the token cannot write (a fork's ``pull_request`` run), the findings become workflow
+command annotations and the step summary, and the exit code is the gate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from bot import markers, render
+from bot.diff import parse_files
+from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
+from bot.gate import Verdict, apply_baseline, compute_verdict
+from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
+from bot.review import Review
+
+CHECK_NAME = "GraphMend"
+STATUS_CONTEXT = "graphmend/gate"
+ANNOTATIONS_PER_CALL = 50  # GitHub's limit per check-run create/update
+
+
+class PostError(Exception):
+    """The review cannot be posted as asked (wrong PR, forged SHA); ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class PullTarget:
+    repository: str
+    number: int
+    head_sha: str
+
+
+@dataclass
+class PostResult:
+    verdict: Verdict
+    mode: str = "full"  # full | read-only
+    gate: str = ""  # check-run | status | annotations
+    review_id: Optional[int] = None
+    inline: int = 0
+    sticky_id: Optional[int] = None
+    deleted_comments: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verdict.passed else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Which pull request: from the trusted event, never from review.json
+
+
+def pull_from_event(event_name: str, payload: dict[str, Any], find_by_sha: Callable[[str], Optional[int]]) -> PullTarget:
+    repo = ((payload.get("repository") or {}).get("full_name")) or ""
+    if event_name in ("pull_request", "pull_request_target"):
+        pr = payload.get("pull_request") or {}
+        try:
+            return PullTarget(repo, int(pr["number"]), str(pr["head"]["sha"]))
+        except (KeyError, TypeError, ValueError):
+            raise PostError(f"event {event_name}: no pull_request.number / head.sha in the payload") from None
+    if event_name == "workflow_run":
+        run = payload.get("workflow_run") or {}
+        sha = str(run.get("head_sha") or "")
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            raise PostError("event workflow_run: no head_sha in the payload")
+        # workflow_run.pull_requests is empty for pull requests from forks: look it up.
+        number = None
+        for pr in run.get("pull_requests") or []:
+            if ((pr.get("head") or {}).get("sha")) == sha:
+                number = int(pr["number"])
+        if number is None:
+            number = find_by_sha(sha)
+        if number is None:
+            raise PostError(f"event workflow_run: no open pull request has head {sha[:7]}")
+        return PullTarget(repo, number, sha)
+    raise PostError(f"event {event_name!r}: expected pull_request, pull_request_target or workflow_run (or pass --pr and --head-sha)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The poster
+
+
+class Poster:
+    def __init__(
+        self,
+        client: GitHubClient,
+        target: PullTarget,
+        *,
+        fail_on: Optional[str] = None,
+        baseline: Optional[frozenset[str]] = None,
+        out: Callable[[str], None] = print,
+        summary_path: Optional[Path] = None,
+        max_inline: int = MAX_INLINE,
+    ):
+        self.client, self.target = client, target
+        self.fail_on, self.baseline = fail_on, baseline
+        self.out, self.summary_path, self.max_inline = out, summary_path, max_inline
+
+    def post(self, review: Review) -> PostResult:
+        if review.head_sha != self.target.head_sha:
+            raise PostError(
+                f"review.json is for head {review.head_sha[:7]} but the pull request's head is {self.target.head_sha[:7]}: refused"
+            )
+        if self.baseline is not None:
+            review = apply_baseline(review, self.baseline)
+        verdict = compute_verdict(review, self.fail_on)
+        result = PostResult(verdict)
+        self._write_summary(review, verdict)
+        try:
+            plan = self._plan(review)
+            self._review(review, verdict, plan, result)
+            self._sticky(review, verdict, result)
+        except PermissionDenied as exc:
+            return self._read_only(review, verdict, result, str(exc))
+        self._gate(review, verdict, result)
+        return result
+
+    # -- stages ---------------------------------------------------------------------------------
+
+    def _plan(self, review: Review) -> Plan:
+        files = self.client.list_files(self.target.number)
+        diff = parse_files((f.filename, f.status, f.patch) for f in files)
+        return plan_review(review, diff, max_inline=self.max_inline)
+
+    def _review(self, review: Review, verdict: Verdict, plan: Plan, result: PostResult) -> None:
+        n = self.target.number
+        comments = self.client.list_review_comments(n)
+        replied_to = {c.in_reply_to_id for c in comments if c.in_reply_to_id}
+        live: set[str] = set()
+        for c in comments:
+            fp = markers.find_finding(c.body)
+            if fp is None:
+                continue
+            if c.line is None:
+                # Outdated: its line left the diff. Remove it unless someone answered it.
+                if c.id not in replied_to:
+                    self.client.delete_review_comment(c.id)
+                    result.deleted_comments += 1
+            else:
+                live.add(fp)
+
+        reviews = self.client.list_reviews(n)
+        for r in reviews:
+            if r.state == "PENDING" and markers.find_review(r.body):
+                # A pending review of ours (a run that died half-way) blocks a new one (422).
+                self.client.delete_pending_review(n, r.id)
+        if any(r.state != "PENDING" and markers.find_review(r.body) == review.head_sha for r in reviews):
+            result.notes.append(f"a review for {review.head_sha[:7]} exists already; not posting another")
+            return
+        if verdict.new == 0:
+            return
+
+        todo = [p for p in plan.inline if p.finding.fingerprint not in live]
+        moved: tuple[Placement, ...] = ()
+        for attempt in range(3):
+            body = render.review_body(review, verdict, plan, moved=moved)
+            payload = [self._comment(p) for p in todo]
+            try:
+                result.review_id = self.client.create_review(
+                    n, review.head_sha, body, payload, recheck=lambda: self._find_review(review.head_sha)
+                )
+                result.inline = len(todo)
+                return
+            except Unprocessable as exc:
+                if not todo:
+                    raise
+                # GitHub refused a comment we placed inside the diff. Re-send without the one
+                # it names, or without all of them when it names none; they go to the body.
+                bad = [p for p in todo if f"{p.finding.file}:{p.line}" in str(exc)] or list(todo)
+                result.notes.append(f"GitHub refused {len(bad)} inline comment(s): {exc}")
+                todo = [p for p in todo if p not in bad]
+                moved = moved + tuple(Placement(p.finding, "in-file", False, None, None, "refused by GitHub") for p in bad)
+        raise GitHubError("the review was refused three times")
+
+    def _comment(self, p: Placement) -> dict:
+        c: dict[str, Any] = {"path": p.finding.file, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
+        if p.start_line is not None and p.line is not None and p.start_line < p.line:
+            c["start_line"] = p.start_line
+            c["start_side"] = "RIGHT"
+        return c
+
+    def _find_review(self, head_sha: str) -> Optional[int]:
+        for r in self.client.list_reviews(self.target.number):
+            if r.state != "PENDING" and markers.find_review(r.body) == head_sha:
+                return r.id
+        return None
+
+    def _find_sticky(self) -> Optional[tuple[int, str]]:
+        for c in self.client.list_issue_comments(self.target.number):
+            if markers.is_sticky(c.body):
+                return c.id, c.body
+        return None
+
+    def _sticky(self, review: Review, verdict: Verdict, result: PostResult) -> None:
+        mode = review.settings.comment
+        if mode == "never":
+            return
+        body = render.sticky_body(review, verdict)
+        found = self._find_sticky()
+        if found is not None:
+            cid, old = found
+            result.sticky_id = cid
+            if mode == "always" or old != body:
+                self.client.edit_issue_comment(cid, body)
+            return
+        something = verdict.new or verdict.fixed or verdict.failed_targets or any(t.benchmark for t in review.targets)
+        if mode == "always" or something:
+            recheck = lambda: (self._find_sticky() or (None, ""))[0]  # noqa: E731
+            result.sticky_id = self.client.create_issue_comment(self.target.number, body, recheck)
+
+    def _gate(self, review: Review, verdict: Verdict, result: PostResult) -> None:
+        anns = render.annotations(review, verdict)
+        title = render.headline(verdict)
+        summary = render.counts_line(review, verdict) + f" · base `{review.base_sha[:7]}` → head `{review.head_sha[:7]}`"
+        nonce = os.urandom(6).hex()  # tells this run's check run apart when re-checking after a 502
+        payload = {
+            "name": CHECK_NAME,
+            "head_sha": review.head_sha,
+            "status": "completed",
+            "conclusion": "success" if verdict.passed else "failure",
+            "external_id": f"{review.head_sha}:{nonce}",
+            "output": {"title": title, "summary": summary, "annotations": anns[:ANNOTATIONS_PER_CALL]},
+        }
+
+        def recheck() -> Optional[int]:
+            for run in self.client.list_check_runs(review.head_sha, CHECK_NAME):
+                if run.external_id == payload["external_id"]:
+                    return run.id
+            return None
+
+        try:
+            check_id = self.client.create_check_run(payload, recheck)
+            for start in range(ANNOTATIONS_PER_CALL, len(anns), ANNOTATIONS_PER_CALL):
+                page = anns[start : start + ANNOTATIONS_PER_CALL]
+                self.client.update_check_run(check_id, {"output": {"title": title, "summary": summary, "annotations": page}})
+            result.gate = "check-run"
+            return
+        except PermissionDenied as exc:
+            result.notes.append(f"cannot write check runs ({exc}); using a commit status")
+        try:
+            state = "success" if verdict.passed else "failure"
+            self.client.create_status(review.head_sha, state, STATUS_CONTEXT, title)
+            result.gate = "status"
+        except PermissionDenied as exc:
+            result.notes.append(f"cannot write commit statuses ({exc}); using annotations")
+            self._annotate(review, verdict)
+            result.gate = "annotations"
+
+    def _read_only(self, review: Review, verdict: Verdict, result: PostResult, why: str) -> PostResult:
+        result.mode = "read-only"
+        result.gate = "annotations"
+        result.notes.append(f"the token cannot write to the pull request ({why}); annotations and the step summary only")
+        self._annotate(review, verdict)
+        return result
+
+    def _annotate(self, review: Review, verdict: Verdict) -> None:
+        for line in render.workflow_commands(review, verdict):
+            self.out(line)
+
+    def _write_summary(self, review: Review, verdict: Verdict) -> None:
+        if self.summary_path is None:
+            return
+        with open(self.summary_path, "a", encoding="utf-8") as fh:
+            fh.write(render.summary_markdown(review, verdict))

@@ -1,0 +1,377 @@
+"""Markdown for the review, its inline comments, the sticky comment and the step summary.
+
+Everything that comes from review.json is untrusted (it was written next to the pull
+request's code): one-line texts go through ``escape`` (HTML entities for ``<>&"``, backslashes
+for markdown, no @-mentions, no autolinks), code goes only inside a fence longer than any
+backtick run in it, and links are built here from checked ids, never taken from the input.
+Output is deterministic (sorted, no timestamps) so a re-run can compare and skip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Iterable, Optional
+
+from bot import markers
+from bot.diff_filter import Placement, Plan
+from bot.gate import Verdict, is_new
+from bot.review import Benchmark, Finding, FixProposal, Review, TargetSummary
+
+# GitHub rejects bodies over 65,536 characters; keep a margin for the markers.
+BODY_LIMIT = 65_000
+GB_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
+RULE_URL = "https://github.com/graphmend/graphmend/blob/main/docs/rules/{}.md"
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
+
+
+def escape(text: Optional[str], limit: int = 300) -> str:
+    """Untrusted text as one inert line of markdown."""
+    text = " ".join(str(text or "").split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    # no pings, no autolinked URLs, no emoji shortcodes turning into something else
+    return text.replace("@", "&#64;").replace("://", "&#58;//").replace(":", "&#58;")
+
+
+def code_span(text: str) -> str:
+    """Untrusted short text (a path) as inline code that cannot be broken out of."""
+    text = " ".join(str(text).split())[:200]
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or run else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fence(code: str, info: str = "") -> str:
+    """A fenced block whose fence is longer than any backtick run in ``code``."""
+    run = max((len(m) for m in re.findall(r"`+", code)), default=0)
+    ticks = "`" * max(3, run + 1)
+    if code and not code.endswith("\n"):
+        code += "\n"
+    return f"{ticks}{info}\n{code}{ticks}"
+
+
+def gb_link(gb_id: Optional[str]) -> str:
+    if not gb_id or not re.fullmatch(r"GB\d{4}", gb_id):
+        return "graph break"
+    return f"[{gb_id}]({GB_URL.format(gb_id.lower())})"
+
+
+def rule_link(rule: Optional[str]) -> str:
+    if not rule or not re.fullmatch(r"GM\d{3}", rule):
+        return ""
+    return f"[{rule}]({RULE_URL.format(rule)})"
+
+
+def short(sha: str) -> str:
+    return sha[:7]
+
+
+def _num(value: Optional[float], unit: str = "", fmt: str = "{:.2f}") -> str:
+    if value is None:
+        return "—"
+    return fmt.format(value) + unit
+
+
+def _err(value: Optional[float]) -> str:
+    return "—" if value is None else f"{value:.1e}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Inline comments
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body.rstrip()}\n\n</details>"
+
+
+def verification_block(fix: FixProposal) -> str:
+    """The collapsed block with a fix's verification and benchmark."""
+    v = fix.verification
+    status = v.status if v else "not-run"
+    rows = [("status", escape(status)), ("safety", escape(fix.safety))]
+    if v is not None:
+        if v.breaks_before is not None or v.breaks_after is not None:
+            rows.append(("graph breaks", f"{_num(v.breaks_before, fmt='{}')} → {_num(v.breaks_after, fmt='{}')}"))
+        rows.append(("max error", _err(v.max_error)))
+        if v.detail:
+            rows.append(("detail", escape(v.detail)))
+    b = fix.benchmark
+    if b is not None:
+        rows.append(("cold start", f"{_num(b.cold_start_before_s, ' s')} → {_num(b.cold_start_after_s, ' s')}"))
+        rows.append(("steady state", f"{_num(b.steady_before_ms, ' ms')} → {_num(b.steady_after_ms, ' ms')}"))
+        rows.append(("speedup", _num(b.speedup, "×")))
+    table = "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v_} |" for k, v_ in rows)
+    icon = {"passed": "✅", "failed": "❌"}.get(status, "⚪")
+    return _details(f"{icon} Verification: {escape(status)}", table)
+
+
+def finding_title(f: Finding) -> str:
+    parts = [f"**{gb_link(f.gb_id)}**"]
+    if f.rule:
+        parts.append(rule_link(f.rule))
+    if f.target:
+        parts.append(f"target {code_span(f.target)}")
+    return " · ".join(parts)
+
+
+def inline_comment(p: Placement) -> str:
+    f = p.finding
+    lines = [markers.finding_marker(f.fingerprint), f"{finding_title(f)}: {escape(f.reason)}", ""]
+    fix = f.fix
+    if p.suggest and fix is not None:
+        lines.append(f"Suggested fix ({escape(fix.title, 200)}):")
+        lines.append("")
+        lines.append(fence(fix.edits[0].new_text, "suggestion"))
+    else:
+        lines.append(f"No suggestion: {escape(p.note)}.")
+    if fix is not None:
+        lines += ["", verification_block(fix)]
+    text = "\n".join(lines) + "\n"
+    if len(text) > BODY_LIMIT:
+        # The suggestion is what makes it long; explain instead of posting a broken fence.
+        text = "\n".join(
+            [markers.finding_marker(f.fingerprint), f"{finding_title(f)}: {escape(f.reason)}", "",
+             "No suggestion: the fix is too long for a review comment; see the patch in the review body."]
+        ) + "\n"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches for multi-place fixes
+
+
+def fix_patch(fix: FixProposal) -> str:
+    """A unified diff of a fix's whole-line edits (new-side numbers shifted by earlier edits)."""
+    out: list[str] = []
+    by_file: dict[str, list] = {}
+    for e in fix.edits:
+        by_file.setdefault(e.file, []).append(e)
+    for file in sorted(by_file):
+        out += [f"--- a/{file}", f"+++ b/{file}"]
+        shift = 0
+        for e in sorted(by_file[file], key=lambda e: e.start_line):
+            old = e.old_text.splitlines()
+            new = e.new_text.splitlines()
+            old_count = max(0, e.end_line - e.start_line + 1)
+            old_start = e.start_line if old_count else e.start_line - 1
+            new_start = e.start_line + shift if new else e.start_line + shift - 1
+            out.append(f"@@ -{old_start},{old_count} +{new_start},{len(new)} @@")
+            out += ["-" + ln for ln in old] + ["+" + ln for ln in new]
+            shift += len(new) - old_count
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Review body
+
+
+def _bounded(items: Iterable[str], budget: int, more: str) -> str:
+    """Join items until ``budget`` characters; then say how many were left out."""
+    items = list(items)
+    out: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        if used + len(item) + 1 > budget:
+            out.append(more.format(n=len(items) - i))
+            break
+        out.append(item)
+        used += len(item) + 1
+    return "\n".join(out)
+
+
+def finding_item(p: Placement) -> str:
+    f = p.finding
+    where = {"outside": "file not in this diff", "in-file": "line not in this diff"}.get(p.where, "over the inline-comment cap")
+    return f"- {code_span(f'{f.file}:{f.line}')} {finding_title(f)}: {escape(f.reason, 200)} ({where})"
+
+
+def counts_line(review: Review, verdict: Verdict) -> str:
+    faster = sum(1 for t in review.targets if t.benchmark and t.benchmark.speedup and t.benchmark.speedup > 1.05)
+    return f"❌ {verdict.new} new · ✅ {verdict.fixed} fixed · ⚡ {faster} faster"
+
+
+def headline(verdict: Verdict) -> str:
+    icon = "✅" if verdict.passed else "❌"
+    return f"{icon} GraphMend: {verdict.headline}"
+
+
+def review_body(review: Review, verdict: Verdict, plan: Plan, *, moved: tuple[Placement, ...] = ()) -> str:
+    """The body of the one review per head SHA."""
+    parts = [
+        markers.review_marker(review.head_sha),
+        f"### {headline(verdict)}",
+        "",
+        f"{counts_line(review, verdict)} · base `{short(review.base_sha)}` → head `{short(review.head_sha)}`",
+        "",
+    ]
+    n_sugg = sum(1 for p in plan.inline if p.suggest)
+    parts.append(f"{len(plan.inline)} inline comment(s), {n_sugg} with a verified suggestion.")
+    head = "\n".join(parts)
+    budget = BODY_LIMIT - len(head) - 500
+    rest = []
+    outside = tuple(plan.body) + tuple(moved)
+    if outside:
+        items = _bounded((finding_item(p) for p in outside), budget // 2, "- …and {n} more (see the check run's annotations)")
+        rest.append(_details(f"{len(outside)} new finding(s) without an inline comment", items))
+    if plan.patches:
+        blocks = []
+        for p in plan.patches:
+            f = p.finding
+            assert f.fix is not None
+            blocks.append(
+                f"{code_span(f'{f.file}:{f.line}')} {rule_link(f.fix.rule)} {escape(f.fix.title, 200)}\n\n"
+                + fence(fix_patch(f.fix), "diff")
+                + "\n"
+            )
+        text = _bounded(blocks, budget // 2, "…and {n} more patch(es); run `graphmend fix` locally")
+        rest.append(_details(f"{len(plan.patches)} verified fix(es) as a patch", text))
+    body = head + ("\n\n" + "\n\n".join(rest) if rest else "") + "\n"
+    return body
+
+
+# ---------------------------------------------------------------------------------------------
+# Sticky comment and step summary
+
+
+def _target_counts(review: Review) -> list[tuple[str, Optional[int], Optional[int], Optional[TargetSummary]]]:
+    rows = []
+    for t in sorted(review.targets, key=lambda t: t.name):
+        base = t.base.break_count if t.base else None
+        head = t.head.break_count if t.head else None
+        rows.append((t.name, base, head, t))
+    static = [f for f in review.findings if f.target is None]
+    if static or not review.targets:
+        base = sum(1 for f in static if f.status in ("fixed", "unchanged"))
+        head = sum(1 for f in static if f.status in ("introduced", "unchanged"))
+        rows.append(("(static)", base, head, None))
+    return rows
+
+
+def _target_table(name: str, base: Optional[int], head: Optional[int], t: Optional[TargetSummary]) -> str:
+    b = t.benchmark if t else None
+    b = b or Benchmark()
+    err = ""
+    if t is not None:
+        errors = [c.error for c in (t.base, t.head) if c is not None and c.error]
+        if errors:
+            err = "\n\n⚠️ could not run: " + escape(errors[0], 300)
+    rows = [
+        ("graph breaks (base → head)", f"{_num(base, fmt='{}')} → {_num(head, fmt='{}')}"),
+        ("cold start (before → after fixes)", f"{_num(b.cold_start_before_s, ' s')} → {_num(b.cold_start_after_s, ' s')}"),
+        ("steady state (before → after fixes)", f"{_num(b.steady_before_ms, ' ms')} → {_num(b.steady_after_ms, ' ms')}"),
+        ("speedup", _num(b.speedup, "×")),
+        ("max error", _err(b.max_error)),
+    ]
+    table = "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return f"#### {code_span(name)}\n\n{table}{err}"
+
+
+def mermaid_chart(rows: list[tuple[str, Optional[int], Optional[int], object]]) -> str:
+    names = ", ".join(f'"{n}"' for n, *_ in rows)  # target names are checked by the schema
+    base = ", ".join(str(b or 0) for _, b, _, _ in rows)
+    head = ", ".join(str(h or 0) for _, _, h, _ in rows)
+    top = max([1] + [int(b or 0) for _, b, _, _ in rows] + [int(h or 0) for _, _, h, _ in rows])
+    return fence(
+        "xychart-beta\n"
+        '    title "Graph breaks: base (bar) vs head (line)"\n'
+        f"    x-axis [{names}]\n"
+        f'    y-axis "breaks" 0 --> {top}\n'
+        f"    bar [{base}]\n"
+        f"    line [{head}]\n",
+        "mermaid",
+    )
+
+
+def stages_note(review: Review) -> str:
+    skipped = [s for s in review.stages if not s.ran]
+    if not skipped:
+        return ""
+    return "\n".join(f"- ⚠️ {escape(s.name)} did not run: {escape(s.reason, 300)}" for s in skipped)
+
+
+def sticky_body(review: Review, verdict: Verdict) -> str:
+    """The one benchmark comment, edited in place; byte-identical for the same input."""
+    rows = _target_counts(review)
+    parts = [
+        markers.STICKY,
+        f"## {headline(verdict)}",
+        "",
+        f"base `{short(review.base_sha)}` → head `{short(review.head_sha)}` · {counts_line(review, verdict)}",
+    ]
+    note = stages_note(review)
+    if note:
+        parts += ["", note]
+    if review.errors:
+        items = "\n".join(f"- {code_span(e.path)}: {escape(e.message, 200)}" for e in review.errors[:50])
+        parts += ["", _details(f"{len(review.errors)} input(s) could not be read", items)]
+    parts += [""] + [_target_table(*row) + "\n" for row in rows]
+    parts += [mermaid_chart(rows)]
+    return "\n".join(parts) + "\n"
+
+
+def summary_markdown(review: Review, verdict: Verdict) -> str:
+    """The step summary: the sticky comment's content plus every new finding."""
+    text = sticky_body(review, verdict).replace(markers.STICKY + "\n", "")
+    new = sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line))
+    if new:
+        rows = [
+            f"| {code_span(f'{f.file}:{f.line}')} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
+            for f in new
+        ]
+        table = "| where | break | rule | reason |\n|---|---|---|---|\n" + _bounded(rows, BODY_LIMIT // 2, "| …and {n} more | | | |")
+        text += "\n### New graph breaks\n\n" + table + "\n"
+    return text
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Check-run annotations and workflow commands (plain text, not markdown)
+
+
+def plain(text: Optional[str], limit: int = 1000) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def annotations(review: Review, verdict: Verdict) -> list[dict]:
+    level = "warning" if verdict.passed else "failure"
+    out = []
+    for f in sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line, f.fingerprint)):
+        title = " ".join(x for x in (f.gb_id or "graph break", f.rule or "") if x)
+        out.append(
+            {
+                "path": f.file,
+                "start_line": f.line,
+                "end_line": f.line,
+                "annotation_level": level,
+                "title": plain(title, 200),
+                "message": plain(f.reason) + (" (fixable: " + plain(f.fix.title, 200) + ")" if f.fix else ""),
+            }
+        )
+    return out
+
+
+def _wc_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _wc_prop(text: str) -> str:
+    return _wc_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_commands(review: Review, verdict: Verdict) -> list[str]:
+    """``::error file=…`` lines that the Actions runner turns into annotations."""
+    kind = "warning" if verdict.passed else "error"
+    lines = []
+    for a in annotations(review, verdict):
+        props = f"file={_wc_prop(a['path'])},line={a['start_line']},title={_wc_prop(a['title'])}"
+        lines.append(f"::{kind} {props}::{_wc_data(a['message'])}")
+    return lines

@@ -1,0 +1,189 @@
+"""``review.json``: the model of a finished analysis, and its validation.
+
+``graphmend pr`` writes it next to the pull request's code; ``graphmend post`` reads it in a
+job that holds a token. So every value in it is untrusted: it is validated against
+``graphmend/schemas/review.schema.json`` before anything else looks at it, strings are
+escaped when rendered, and the verdict is recomputed from the findings (``gate.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import jsonschema
+
+from graphmend.model import from_dict, to_dict
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "graphmend" / "schemas" / "review.schema.json"
+VERSION = 1
+
+
+class ReviewError(Exception):
+    """review.json is unreadable or does not match its schema; ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    safety: str = "safe"
+    suggestions: bool = True
+    comment: str = "on-change"
+    fail_on: str = "new-breaks"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    ran: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Counts:
+    break_count: int
+    graph_count: int
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    cold_start_before_s: Optional[float] = None
+    cold_start_after_s: Optional[float] = None
+    steady_before_ms: Optional[float] = None
+    steady_after_ms: Optional[float] = None
+    speedup: Optional[float] = None
+    max_error: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    name: str
+    base: Optional[Counts] = None
+    head: Optional[Counts] = None
+    benchmark: Optional[Benchmark] = None
+
+
+@dataclass(frozen=True)
+class Edit:
+    file: str
+    start_line: int
+    end_line: int
+    new_text: str
+    old_text: str = ""
+
+
+@dataclass(frozen=True)
+class Verification:
+    status: str  # passed | failed | not-run
+    detail: str = ""
+    max_error: Optional[float] = None
+    breaks_before: Optional[int] = None
+    breaks_after: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class FixProposal:
+    rule: str
+    title: str
+    safety: str
+    edits: tuple[Edit, ...]
+    verification: Optional[Verification] = None
+    benchmark: Optional[Benchmark] = None
+
+    @property
+    def is_single_range(self) -> bool:
+        return len(self.edits) == 1
+
+
+@dataclass(frozen=True)
+class Finding:
+    fingerprint: str
+    status: str  # introduced | fixed | unchanged
+    file: str
+    line: int
+    reason: str
+    baselined: bool = False
+    gb_id: Optional[str] = None
+    category: str = "other"
+    rule: Optional[str] = None
+    target: Optional[str] = None
+    verified: bool = False
+    fix: Optional[FixProposal] = None
+    decline: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FileError:
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Review:
+    base_sha: str
+    head_sha: str
+    settings: Settings = field(default_factory=Settings)
+    stages: tuple[Stage, ...] = ()
+    targets: tuple[TargetSummary, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[FileError, ...] = ()
+    verdict: Optional[str] = None
+    version: int = VERSION
+
+    def with_findings(self, findings: tuple[Finding, ...]) -> "Review":
+        import dataclasses
+
+        return dataclasses.replace(self, findings=findings)
+
+
+_SCHEMA: Optional[dict[str, Any]] = None
+
+
+def schema() -> dict[str, Any]:
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return _SCHEMA
+
+
+def validate(data: Any) -> None:
+    """Raise ``ReviewError`` naming the first offending item when ``data`` breaks the schema."""
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        err = errors[0]
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        message = err.message if len(err.message) < 200 else err.message[:200] + "..."
+        raise ReviewError(f"review.json: {where}: {message}")
+
+
+def from_json(data: Any) -> Review:
+    validate(data)
+    body = {k: v for k, v in data.items() if k != "version"}
+    return from_dict(Review, body)
+
+
+def load(path: Path | str) -> Review:
+    """Read, validate and build a ``Review``; every failure is a one-line ``ReviewError``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReviewError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ReviewError(f"{path}: not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReviewError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    return from_json(data)
+
+
+def dump(review: Review) -> str:
+    """The JSON text of a review (validated, so a writer cannot produce what post refuses)."""
+    data = to_dict(review)
+    if data.get("verdict") is None:
+        data.pop("verdict", None)
+    validate(data)
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
