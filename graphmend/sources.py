@@ -1,0 +1,107 @@
+"""Safe reading of the user's files, and the one parser of suppression comments.
+
+Everything GraphMend reads from a repository goes through ``read_source``: it never follows a
+symlink out of the repository, and turns every way a file can be unusable (unreadable, binary,
+not UTF-8) into a ``SourceError`` whose ``str()`` is one line naming the file and the cause, so
+that callers can report it and go on with the other files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files"]
+
+
+class SourceError(Exception):
+    """A file that cannot be used as source. ``str()`` is ``"<path>: <cause>"``."""
+
+    def __init__(self, path: str, cause: str):
+        self.path, self.cause = path, cause
+        super().__init__(f"{path}: {cause}")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def read_source(root: Path | str, rel: str) -> str:
+    """The text of the repo-relative file ``rel``, or ``SourceError`` with a one-line reason."""
+    root = Path(root).resolve()
+    rel = rel.replace("\\", "/")
+    path = root / rel
+    # Resolve without opening: a symlink (of the file or of a folder on the way) that leaves the
+    # repository is refused before anything is read through it.
+    real = Path(os.path.realpath(path))
+    if not _inside(real, root):
+        raise SourceError(rel, f"symlink leaves the repository (points to {real}); not followed")
+    if not os.path.lexists(path):
+        raise SourceError(rel, "no such file")
+    if not real.exists():
+        raise SourceError(rel, "broken symlink")
+    if real.is_dir():
+        raise SourceError(rel, "is a directory, not a file")
+    try:
+        data = real.read_bytes()
+    except OSError as exc:
+        raise SourceError(rel, f"unreadable ({exc.strerror or exc})") from None
+    if b"\x00" in data:
+        raise SourceError(rel, "binary file (contains NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SourceError(rel, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line})") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+# `# graphmend: ignore` or `# graphmend: ignore[GM101, GM2]` (codes or code prefixes)
+_SUPPRESS_RE = re.compile(r"#\s*graphmend:\s*ignore\b(?:\[([^\]]*)\])?", re.IGNORECASE)
+
+
+def suppressed(line_text: str, rule: str | None) -> bool:
+    """Whether a suppression comment on ``line_text`` silences ``rule`` at that line.
+
+    A bare ``# graphmend: ignore`` silences everything on the line; a bracketed list silences
+    the codes it names, a prefix (``GM1``) naming a whole range. A finding without a rule is
+    silenced only by the bare form.
+    """
+    for match in _SUPPRESS_RE.finditer(line_text):
+        codes = match.group(1)
+        if codes is None:
+            return True
+        if rule is None:
+            continue
+        for code in (c.strip().upper() for c in codes.split(",")):
+            if code and rule.upper().startswith(code):
+                return True
+    return False
+
+
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages"}
+
+
+def iter_python_files(root: Path | str, start: str) -> list[str]:
+    """Repo-relative ``*.py`` paths under ``start`` (a repo-relative folder or file), sorted.
+
+    Hidden folders (``.git``, ``.venv`` ...) and caches are skipped; symlinked folders are not
+    descended (a symlinked *file* is listed, so that ``read_source`` can report where it points).
+    """
+    root = Path(root).resolve()
+    start = start.replace("\\", "/").strip("/") or "."
+    base = root / start
+    if base.is_file() or (base.is_symlink() and not base.is_dir()):
+        return [start] if start.endswith(".py") else []
+    found: list[str] = []
+    for folder, dirs, files in os.walk(base, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        for name in files:
+            if name.endswith(".py"):
+                found.append(Path(folder, name).relative_to(root).as_posix())
+    return sorted(found)
