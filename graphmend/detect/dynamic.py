@@ -425,7 +425,7 @@ def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str) 
         reason=_reason(site, root),
         category=c.category,
         source_line=source_line.strip(),
-        function=frame.function,
+        function=_qualname_at(abs_file, frame.line) or frame.function,
         gb_id=site.get("gb_id"),
         gb_type=site["gb_type"],
         doc_url=site.get("doc_url"),
@@ -481,6 +481,29 @@ def _statement_at(abs_file: str, line: int) -> Optional[str]:
     return cls.STMT_IF
 
 
+def _qualname_at(abs_file: str, line: int) -> Optional[str]:
+    """``Class.method`` of the function around ``line`` (Dynamo's frames carry only the bare
+    name); the same spelling static detection uses, so fingerprints of one site agree."""
+    try:
+        tree = _parse(abs_file)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    best: Optional[str] = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if child.lineno <= line <= (child.end_lineno or child.lineno):
+                    if not isinstance(child, ast.ClassDef):
+                        best = name
+                    visit(child, name + ".")
+
+    visit(tree, "")
+    return best
+
+
 def _test_end(node: ast.AST) -> int:
     test = getattr(node, "test", None)
     return getattr(test, "end_lineno", None) or node.lineno
@@ -500,7 +523,7 @@ def _with_fingerprints(breaks: list[GraphBreak]) -> list[GraphBreak]:
     seen: dict[tuple, int] = {}
     out = []
     for b in breaks:
-        kind = b.gb_id or b.category.value
+        kind = b.category.value  # as static detection does, so one site has one fingerprint
         key = (b.file, b.function, kind, " ".join(b.source_line.split()))
         occurrence = seen.get(key, 0)
         seen[key] = occurrence + 1
