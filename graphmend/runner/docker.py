@@ -1,0 +1,192 @@
+"""The container runner: a job's worker in a locked-down docker container (docker SDK).
+
+The pull-request code GraphMend runs is untrusted, so the container gets:
+
+- no network (``network_mode="none"``): the image must already hold the model's dependencies
+  (the project's CI image, or one built ``FROM`` GraphMend's image that installs them);
+- the source tree mounted read-only at ``/workspace`` and a private writable scratch folder at
+  ``/scratch`` (the worker's request, response, tensors and caches), nothing else of the host;
+- a read-only root filesystem with a small ``/tmp``, all capabilities dropped,
+  ``no-new-privileges``, the host user's uid (so the parent can read and remove the scratch);
+- memory (no extra swap), pids and CPU limits, and a timeout after which it is killed;
+- only allow-listed environment variables (``graphmend.runner.allowed_env``): no token or other
+  secret of the runner host ever reaches it;
+- GPUs only when the job's device is ``cuda``, through a ``DeviceRequest``, which needs the
+  NVIDIA Container Toolkit on the host (``nvidia-ctk runtime configure --runtime=docker``).
+
+GraphMend's own package is mounted read-only from the host at ``/opt/graphmend`` by default,
+so the worker speaks exactly the parent's protocol whatever version the image has; pass
+``mount_graphmend=False`` to use the image's installation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from graphmend.runner import Job, JobResult, allowed_env
+from graphmend.runner.subprocess import read_response, write_request
+
+WORKSPACE = "/workspace"
+SCRATCH = "/scratch"
+GRAPHMEND_MOUNT = "/opt/graphmend"
+GRAPHMEND_PACKAGE = Path(__file__).resolve().parents[1]  # .../graphmend
+
+# Host-specific variables that would point the container at paths it does not have.
+HOST_ONLY = {"PATH", "HOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "TMPDIR", "USER", "LOGNAME", "CUDA_HOME", "SSL_CERT_FILE", "HF_HOME"}
+
+NVIDIA_HELP = ("GPUs were requested (target device cuda) but the docker daemon cannot provide them: install the "
+               "NVIDIA Container Toolkit on the runner host and register its runtime "
+               "(nvidia-ctk runtime configure --runtime=docker, then restart docker)")
+
+
+class DockerRunner:
+    name = "docker"
+
+    def __init__(self, image: Optional[str], memory: str = "16g", *, pids: int = 4096, cpus: Optional[float] = None,
+                 base_url: Optional[str] = None, mount_graphmend: bool = True, tmp_size: str = "256m"):
+        if not image:
+            raise ValueError("the docker runner needs an image (sandbox.image)")
+        self.image, self.memory, self.pids, self.cpus = image, memory, pids, cpus
+        self.base_url, self.mount_graphmend, self.tmp_size = base_url, mount_graphmend, tmp_size
+        self._client: Any = None
+
+    # ----------------------------------------------------------------------------------------
+
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            self._client = docker.DockerClient(base_url=self.base_url) if self.base_url else docker.from_env()
+        return self._client
+
+    def environment(self, job: Job) -> dict[str, str]:
+        """What the container sees: the allow-list minus host paths, then the job's own."""
+        env = {k: v for k, v in allowed_env(dict(os.environ)).items() if k not in HOST_ONLY}
+        env.update(allowed_env(dict(job.env)))
+        env.update({
+            "PYTHONPATH": WORKSPACE + (os.pathsep + GRAPHMEND_MOUNT if self.mount_graphmend else ""),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "HOME": f"{SCRATCH}/home",
+            "TMPDIR": f"{SCRATCH}/tmp",
+            "MPLCONFIGDIR": f"{SCRATCH}/tmp",
+        })
+        return env
+
+    def run(self, job: Job) -> JobResult:
+        own_scratch = job.scratch is None
+        scratch = Path(tempfile.mkdtemp(prefix="graphmend-job-")) if own_scratch else Path(job.scratch)
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            return self._run(job, scratch)
+        finally:
+            if own_scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, job: Job, scratch: Path) -> JobResult:
+        import docker
+        import requests
+
+        started = time.monotonic()
+        for sub in ("home", "tmp"):
+            (scratch / sub).mkdir(exist_ok=True)
+        write_request(scratch, job, WORKSPACE)
+        try:
+            client = self.client()
+            client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            return JobResult(ok=False, error=f"docker image {self.image!r} is not on the docker daemon (the sandbox has no "
+                                             "network to pull it: build or load it first)")
+        except docker.errors.DockerException as exc:
+            return JobResult(ok=False, error=f"cannot reach the docker daemon: {_one_line(exc)}")
+
+        volumes = {
+            str(Path(job.root).resolve()): {"bind": WORKSPACE, "mode": "ro"},
+            str(scratch.resolve()): {"bind": SCRATCH, "mode": "rw"},
+        }
+        if self.mount_graphmend:
+            volumes[str(GRAPHMEND_PACKAGE)] = {"bind": f"{GRAPHMEND_MOUNT}/graphmend", "mode": "ro"}
+        options: dict[str, Any] = dict(
+            image=self.image,
+            command=["python", "-m", "graphmend.worker", SCRATCH],
+            working_dir=WORKSPACE,
+            environment=self.environment(job),
+            volumes=volumes,
+            network_mode="none",
+            user=f"{os.getuid()}:{os.getgid()}",
+            read_only=True,
+            tmpfs={"/tmp": f"size={self.tmp_size}"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=self.memory,
+            memswap_limit=self.memory,  # the same figure: no swap on top of the limit
+            pids_limit=self.pids,
+            detach=True,
+            labels={"graphmend.job": job.label or job.task},
+        )
+        if self.cpus:
+            options["nano_cpus"] = int(self.cpus * 1e9)
+        if job.device == "cuda":
+            options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+
+        container = None
+        try:
+            try:
+                container = client.containers.run(**options)
+            except docker.errors.APIError as exc:
+                message = _one_line(exc)
+                if job.device == "cuda" and ("gpu" in message.lower() or "nvidia" in message.lower() or "device driver" in message.lower()):
+                    return JobResult(ok=False, error=f"{NVIDIA_HELP} (docker said: {message})")
+                return JobResult(ok=False, error=f"the container could not start: {message}")
+            try:
+                status = container.wait(timeout=job.timeout_s)
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                _kill(container)
+                self._save_logs(container, scratch)
+                return JobResult(ok=False, timed_out=True, error=f"timed out after {job.timeout_s:g} s (the container was killed)",
+                                 duration_s=time.monotonic() - started)
+            returncode = int(status.get("StatusCode", -1))
+            stderr = self._save_logs(container, scratch)
+            container.reload()
+            state = container.attrs.get("State", {})
+            if state.get("OOMKilled"):
+                return JobResult(ok=False, error=f"the worker ran past its memory limit ({self.memory}) and was killed",
+                                 returncode=returncode, stderr_tail=stderr[-4000:], duration_s=time.monotonic() - started)
+            if returncode == 137 and not (scratch / "response.json").is_file():
+                # The kernel's OOM killer does not always mark the container (a child process).
+                return JobResult(ok=False, error=f"the worker was killed by SIGKILL (out of memory? the limit is {self.memory})",
+                                 returncode=returncode, stderr_tail=stderr[-4000:], duration_s=time.monotonic() - started)
+            return read_response(scratch, job, returncode, stderr, started)
+        finally:
+            if container is not None:
+                try:
+                    container.remove(force=True)
+                except docker.errors.DockerException:
+                    pass
+
+    def _save_logs(self, container: Any, scratch: Path) -> str:
+        try:
+            out = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+            err = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        except Exception:  # noqa: BLE001 - logs are a courtesy; the response file is the result
+            return ""
+        (scratch / "stdout.txt").write_text(out, encoding="utf-8")
+        (scratch / "stderr.txt").write_text(err, encoding="utf-8")
+        return err
+
+
+def _kill(container: Any) -> None:
+    try:
+        container.kill()
+    except Exception:  # noqa: BLE001 - it may have exited on its own meanwhile
+        pass
+
+
+def _one_line(exc: BaseException) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    return " ".join(str(text).split())
