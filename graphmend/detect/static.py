@@ -24,6 +24,7 @@ Findings are candidates (``verified=False``); dynamic detection is the ground tr
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import dataclasses
 import importlib.util
@@ -799,6 +800,15 @@ def _analyze_job(job: tuple[str, str]) -> tuple[Optional[FileFacts], Optional[Fi
     try:
         return analyze_source(text, rel), None
     except cst.ParserSyntaxError as exc:
+        # Python's own parser names the cause better ("'(' was never closed" at the right line);
+        # libcst's message is kept for code Python accepts but libcst does not.
+        try:
+            ast.parse(text, filename=rel)
+        except SyntaxError as py_exc:
+            where = f"line {py_exc.lineno}" + (f", column {py_exc.offset}" if py_exc.offset else "")
+            return None, FileError(rel, f"syntax error at {where}: {py_exc.msg}")
+        except (ValueError, RecursionError, MemoryError):
+            pass
         return None, FileError(rel, _syntax_message(exc))
     except RecursionError:
         return None, FileError(rel, "cannot be parsed: nesting too deep")
@@ -957,44 +967,58 @@ def _resolve_regions(facts: Sequence[FileFacts]) -> list[GraphBreak]:
 # Entry point
 
 
-def _select_files(config: Config, files: Optional[Iterable[str]]) -> tuple[list[str], list[FileError]]:
+def _all_files(config: Config) -> list[str]:
     root = config.root
-    errors: list[FileError] = []
-    candidates: set[str] = set()
+    found: set[str] = set()
     for start in config.paths:
         for rel in iter_python_files(root, start):
             if config.is_in_paths(rel):
-                candidates.add(rel)
-    if files is None:
-        return sorted(candidates), errors
+                found.add(rel)
+    return sorted(found)
+
+
+def _restriction(config: Config, files: Iterable[str]) -> tuple[list[str], list[FileError]]:
+    """``files`` as repo-relative paths (files or folders); missing ones become errors."""
+    root = config.root
     wanted: list[str] = []
+    errors: list[FileError] = []
     for item in files:
-        rel = Path(item).as_posix()
-        if Path(item).is_absolute():
+        path = Path(item)
+        rel = path.as_posix()
+        if path.is_absolute():
             try:
-                rel = Path(item).resolve().relative_to(root).as_posix()
+                rel = Path(os.path.abspath(path)).relative_to(root).as_posix()
             except ValueError:
                 errors.append(FileError(str(item), "outside the repository"))
                 continue
-        rel = rel.strip("/") or "."
-        if rel.startswith("./"):
+        rel = rel.strip("/")
+        while rel.startswith("./"):
             rel = rel[2:]
+        rel = rel or "."
         if not os.path.lexists(root / rel):
             errors.append(FileError(rel, "no such file or directory"))
             continue
         wanted.append(rel)
-    chosen = {
-        c for c in candidates if any(w in (".", "") or c == w or c.startswith(w.rstrip("/") + "/") for w in wanted)
-    }
-    # A file named on the command line is checked even when it is a symlink os.walk listed
-    # but did not descend into; one outside `paths` is not (it is not the project's code).
-    return sorted(chosen), errors
+    return wanted, errors
+
+
+_RESTRICTION_MESSAGES = ("outside the repository", "no such file or directory")
+
+
+def _within(rel: str, wanted: Sequence[str]) -> bool:
+    return any(w == "." or rel == w or rel.startswith(w.rstrip("/") + "/") for w in wanted)
 
 
 def detect_static(config: Config, files: Optional[Iterable[str]] = None, *, jobs: Optional[int] = None) -> StaticResult:
     """Static candidates in ``config.paths`` (restricted to ``files``: repo-relative paths or
     folders). Unusable files become ``FileError``s and the run goes on."""
-    selected, errors = _select_files(config, files)
+    # Regions are resolved over every file in `paths` (a helper in the named file may only be
+    # reachable from a forward elsewhere); `files` narrows what is reported.
+    selected = _all_files(config)
+    errors: list[FileError] = []
+    wanted: Optional[list[str]] = None
+    if files is not None:
+        wanted, errors = _restriction(config, files)
     texts: list[tuple[str, str]] = []
     for rel in selected:
         try:
@@ -1020,6 +1044,10 @@ def detect_static(config: Config, files: Optional[Iterable[str]] = None, *, jobs
     facts = [f for f, _ in results if f is not None]
     errors.extend(e for _, e in results if e is not None)
     breaks = _resolve_regions(facts)
+    if wanted is not None:
+        breaks = [b for b in breaks if _within(b.file, wanted)]
+        errors = [e for e in errors if e.message in _RESTRICTION_MESSAGES or _within(e.path, wanted)]
+        selected = [rel for rel in selected if _within(rel, wanted)]
     breaks.sort(key=lambda b: (b.file, b.line, b.col or 0, b.rule or "", b.category.value))
     errors.sort(key=lambda e: (e.path, e.message))
     return StaticResult(
