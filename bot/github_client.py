@@ -245,6 +245,20 @@ class GitHubClient:
         payload = {"commit_id": commit_sha, "body": body, "event": "COMMENT", "comments": comments}
         return self._write(lambda: self._request("POST", f"{self._repo.url}/pulls/{number}/reviews", payload)["id"], recheck)
 
+    def comment_is_accepted(self, number: int, commit_sha: str, body: str, comment: dict) -> bool:
+        """Whether GitHub accepts one inline comment, tried in a pending review that is deleted.
+
+        A refused review does not say which comment GitHub objected to; a pending review is
+        visible to its author only, so trying each comment alone in one shows nobody anything.
+        """
+        payload = {"commit_id": commit_sha, "body": body, "comments": [comment]}  # no event: pending
+        try:
+            review_id = self._read(lambda: self._request("POST", f"{self._repo.url}/pulls/{number}/reviews", payload)["id"])
+        except Unprocessable:
+            return False
+        self.delete_pending_review(number, review_id)
+        return True
+
     def list_review_comments(self, number: int) -> list[ReviewCommentInfo]:
         def fetch() -> list[ReviewCommentInfo]:
             out = []

@@ -94,7 +94,7 @@ def pull_from_event(event_name: str, payload: dict[str, Any], find_by_sha: Calla
 class Poster:
     def __init__(
         self,
-        client: GitHubClient,
+        client: Optional[GitHubClient],
         target: PullTarget,
         *,
         fail_on: Optional[str] = None,
@@ -107,14 +107,27 @@ class Poster:
         self.fail_on, self.baseline = fail_on, baseline
         self.out, self.summary_path, self.max_inline = out, summary_path, max_inline
 
-    def post(self, review: Review) -> PostResult:
+    def check_head(self, review: Review) -> None:
         if review.head_sha != self.target.head_sha:
             raise PostError(
                 f"review.json is for head {review.head_sha[:7]} but the pull request's head is {self.target.head_sha[:7]}: refused"
             )
+
+    def verdict(self, review: Review) -> tuple[Review, Verdict]:
         if self.baseline is not None:
             review = apply_baseline(review, self.baseline)
-        verdict = compute_verdict(review, self.fail_on)
+        return review, compute_verdict(review, self.fail_on)
+
+    def post_offline(self, review: Review, why: str) -> PostResult:
+        """No token (or no way to reach GitHub): annotations and the step summary only."""
+        self.check_head(review)
+        review, verdict = self.verdict(review)
+        self._write_summary(review, verdict)
+        return self._read_only(review, verdict, PostResult(verdict), why)
+
+    def post(self, review: Review) -> PostResult:
+        self.check_head(review)
+        review, verdict = self.verdict(review)
         result = PostResult(verdict)
         self._write_summary(review, verdict)
         try:
@@ -175,9 +188,12 @@ class Poster:
             except Unprocessable as exc:
                 if not todo:
                     raise
-                # GitHub refused a comment we placed inside the diff. Re-send without the one
-                # it names, or without all of them when it names none; they go to the body.
-                bad = [p for p in todo if f"{p.finding.file}:{p.line}" in str(exc)] or list(todo)
+                # GitHub refused a comment we placed inside the diff, without saying which one.
+                # Try each alone in a pending review (deleted at once) to find it; re-send the
+                # review without the refused ones, which go to the body (all, if none is found).
+                probe_body = markers.review_marker(review.head_sha)
+                bad = [p for p in todo if not self.client.comment_is_accepted(n, review.head_sha, probe_body, self._comment(p))]
+                bad = bad or list(todo)
                 result.notes.append(f"GitHub refused {len(bad)} inline comment(s): {exc}")
                 todo = [p for p in todo if p not in bad]
                 moved = moved + tuple(Placement(p.finding, "in-file", False, None, None, "refused by GitHub") for p in bad)

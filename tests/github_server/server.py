@@ -354,6 +354,11 @@ def review_comment_json(c: ReviewComment, repo: str) -> dict[str, Any]:
     )
     if c.start_line is None:
         d.pop("start_side", None)
+    if c.line is None:
+        # Outdated: GitHub sends null, but its description says integer; omit them instead
+        # (absent reads the same as null to a client).
+        for key in ("line", "position", "start_line"):
+            d.pop(key, None)
     if c.in_reply_to_id is None:
         d.pop("in_reply_to_id", None)
     else:
