@@ -35,7 +35,8 @@ def _annotation(b: GraphBreak, target: Optional[str]) -> str:
         else:
             file = line = col = None
         note = f" (the break itself is at {b.file}:{b.line}, outside the repository)"
-    title = f"{break_code(b)} {b.category.value}"
+    code = break_code(b)
+    title = code if code == b.category.value else f"{code} {b.category.value}"
     title += f" [{target}]" if target else " (unverified)"
     message = b.reason + note
     if b.fixable and b.rule:

@@ -20,7 +20,7 @@ def format_break(b: GraphBreak) -> str:
     line = f"{b.file}:{b.line}:{col} {break_code(b)}"
     if b.gb_id or b.rule:
         line += f" {b.category.value}"
-    line += f": {b.reason}"
+    line += f": {' '.join(b.reason.split())}"  # one finding, one line
     if b.fixable and b.rule:
         line += f" [fix: {b.rule}]"
     notes = []
