@@ -221,6 +221,25 @@ class SourceFile:
                 new = new.with_changes(leading_lines=lead)  # type: ignore[union-attr]
         return tree.deep_replace(old, new)  # type: ignore[return-value]
 
+    def replace_many(self, tree: cst.Module, changes: dict) -> cst.Module:
+        """``tree`` with several of its nodes replaced in one pass (``{old: new}``; ``new`` may be
+        a node, ``cst.FlattenSentinel`` or ``cst.RemoveFromParent()``). Leading comments are kept
+        as in :meth:`replace`."""
+        kept = {}
+        for old, new in changes.items():
+            lead = getattr(old, "leading_lines", None)
+            if lead and isinstance(new, cst.FlattenSentinel) and new.nodes and not getattr(new.nodes[0], "leading_lines", True):
+                new = cst.FlattenSentinel([new.nodes[0].with_changes(leading_lines=lead), *list(new.nodes)[1:]])
+            elif lead and isinstance(new, cst.CSTNode) and hasattr(new, "leading_lines") and not new.leading_lines:  # type: ignore[attr-defined]
+                new = new.with_changes(leading_lines=lead)
+            kept[id(old)] = new
+
+        class _Replace(cst.CSTTransformer):
+            def on_leave(self, original_node, updated_node):  # type: ignore[override]
+                return kept.get(id(original_node), updated_node)
+
+        return tree.visit(_Replace())  # type: ignore[return-value]
+
     def torch_name(self) -> Optional[str]:
         """The module-level name bound to ``torch`` (``torch`` or an ``import torch as th``)."""
         for stmt in self.module.body:

@@ -1,0 +1,542 @@
+"""Static facts about Python expressions that the rewrite rules need to prove legality.
+
+Everything here answers a narrow question conservatively: "may evaluating this expression,
+on a path where the original program would NOT have evaluated it, raise, write state, draw
+random numbers, or need a graph break itself?" When unsure, the answer is "yes, and here is
+why" (a reason string). The lists are whitelists on purpose: an unknown call is refused.
+
+The reasoning behind "shape errors are fine": a Python ``if`` on a tensor always branches on
+one element, so which arm runs depends on tensor *values*; shapes and dtypes are the same on
+both paths. An operation whose validity depends only on shapes and dtypes (``matmul``,
+``reshape``, ``torch.finfo``) is therefore valid off-predicate exactly when it is valid on
+it. Operations whose validity depends on values (indexing with a computed index, integer
+division, ``.item()``) are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import libcst as cst
+
+# torch.* / F.* functions that neither raise on values, nor mutate, nor draw random numbers.
+PURE_TORCH_FUNCS = frozenset("""
+abs absolute neg negative exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan tanh
+sigmoid relu erf erfc sign sgn floor ceil round trunc frac reciprocal square pow clamp clip
+clamp_min clamp_max maximum minimum fmax fmin where lerp add sub subtract mul multiply
+true_divide isinf isnan isfinite isposinf isneginf isreal nan_to_num logical_and logical_or
+logical_not logical_xor eq ne gt ge lt le greater less greater_equal less_equal any all sum
+mean prod amax amin max min norm std var logsumexp softmax log_softmax cumsum matmul mm bmm
+einsum cat concat concatenate stack transpose permute reshape flatten squeeze unsqueeze
+zeros_like ones_like full_like zeros ones full finfo iinfo tensor as_tensor masked_fill
+baddbmm addmm outer tril triu diag roll flip movedim swapaxes broadcast_to expand_copy
+t bitwise_and bitwise_or bitwise_not bitwise_xor signbit heaviside hypot atan2 arctan2
+""".split())
+
+# Of those, the ones whose gradient (or value) may be inf/NaN where the arm was not meant
+# to run: where(c, a, b) back-propagates 0 * grad(a), and 0 * inf = NaN.
+NAN_PRONE = frozenset("log log2 log10 log1p sqrt rsqrt reciprocal pow div true_divide exp exp2 expm1 tan".split())
+
+PURE_F_FUNCS = frozenset("""
+relu relu6 gelu silu mish sigmoid tanh softmax log_softmax softmin layer_norm group_norm
+rms_norm linear pad normalize softplus softsign elu selu celu leaky_relu hardtanh hardswish
+hardsigmoid glu logsigmoid tanhshrink softshrink hardshrink threshold
+""".split())
+
+# Calls that draw random numbers (they shift the generator even when the result is unused).
+RANDOM_FUNCS = frozenset("""
+rand randn randint rand_like randn_like randint_like randperm bernoulli multinomial normal
+poisson dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout
+gumbel_softmax rrelu uniform_ normal_ exponential_ geometric_ log_normal_ cauchy_ random_
+""".split())
+
+# Tensor methods that are pure and cannot raise on values.
+PURE_METHODS = frozenset("""
+abs neg exp log log1p sqrt rsqrt sigmoid tanh relu sign floor ceil round trunc reciprocal
+square pow clamp clip clamp_min clamp_max maximum minimum add sub mul true_divide isinf isnan
+isfinite nan_to_num logical_and logical_or logical_not eq ne gt ge lt le any all sum mean
+prod amax amin max min norm std var logsumexp softmax log_softmax cumsum matmul mm bmm
+transpose permute reshape flatten squeeze unsqueeze view view_as expand expand_as
+contiguous clone detach float half double bfloat16 int long bool short to type_as size dim
+numel masked_fill repeat new_zeros new_ones new_full new_tensor chunk split unbind
+is_floating_point is_complex t tril triu roll flip movedim bitwise_and bitwise_or
+bitwise_not where type cpu
+""".split())
+
+# Reductions over the whole tensor (no arguments) give a 0-d result.
+WHOLE_REDUCTIONS = frozenset("sum mean prod amax amin max min norm std var logsumexp".split())
+BOOL_REDUCTIONS = frozenset(("any", "all"))
+BOOL_ELEMENTWISE = frozenset("isinf isnan isfinite isposinf isneginf logical_not signbit".split())
+
+# Calls that are themselves a graph break (a Python value read from a tensor).
+SCALAR_READS = frozenset(("item", "tolist", "numpy", "__bool__", "__int__", "__float__"))
+SCALAR_FUNCS = frozenset(("equal", "allclose", "is_nonzero"))
+
+# Attributes that only describe a tensor (static under Dynamo's guards).
+STATIC_ATTRS = frozenset("dtype shape ndim device is_cuda is_floating_point training requires_grad layout is_sparse".split())
+STATIC_METHODS = frozenset("dim size numel is_floating_point is_complex element_size".split())
+VIEW_ATTRS = frozenset(("T", "mT", "H", "mH", "real", "imag", "data"))
+DTYPE_NAMES = frozenset(
+    "float16 half bfloat16 float32 float float64 double int8 int16 int32 int64 long int short bool uint8 complex64".split()
+)
+
+
+def dotted(node: cst.CSTNode) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else ''."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
+def code(node: cst.CSTNode) -> str:
+    """The node's code as one logical line (no surrounding parentheses of its own)."""
+    bare = node.with_changes(lpar=(), rpar=()) if hasattr(node, "lpar") and getattr(node, "lpar") else node
+    return cst.Module(body=[]).code_for_node(bare)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every plain name read or written inside ``node`` (attribute names excluded)."""
+    found: set[str] = set()
+
+    def walk(n: cst.CSTNode) -> None:
+        if isinstance(n, cst.Name):
+            found.add(n.value)
+            return
+        if isinstance(n, cst.Attribute):
+            walk(n.value)
+            return
+        for child in n.children:
+            walk(child)
+
+    walk(node)
+    return found
+
+
+@dataclass
+class Effects:
+    """What evaluating an expression off-predicate may do; empty ``problems`` = harmless."""
+
+    problems: list[str] = field(default_factory=list)
+    nan_prone: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class _Torch:
+    """Which names mean ``torch`` and ``torch.nn.functional`` in this file."""
+
+    def __init__(self, torch_names: frozenset[str] = frozenset({"torch"}), f_names: frozenset[str] = frozenset({"F"})):
+        self.torch_names = torch_names
+        self.f_names = f_names
+
+    def func(self, callee: cst.CSTNode) -> tuple[str, str]:
+        """('torch', name) / ('F', name) / ('method', name) / ('other', dotted)."""
+        d = dotted(callee)
+        if d:
+            parts = d.split(".")
+            if len(parts) == 2 and parts[0] in self.torch_names:
+                return "torch", parts[1]
+            if len(parts) == 2 and parts[0] in self.f_names:
+                return "F", parts[1]
+            if len(parts) == 4 and parts[0] in self.torch_names and parts[1:3] == ["nn", "functional"]:
+                return "F", parts[3]
+            if len(parts) == 3 and parts[0] in self.torch_names and parts[1] == "special":
+                return "torch", parts[2]
+        if isinstance(callee, cst.Attribute):
+            return "method", callee.attr.value
+        return "other", d or code(callee)
+
+
+def torch_names_of(module: cst.Module) -> _Torch:
+    torch_names, f_names = set(), set()
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for a in small.names:
+                    n = dotted(a.name)
+                    if n == "torch" or (n.startswith("torch.") and a.asname is None):
+                        torch_names.add(a.asname.name.value if a.asname else "torch")  # type: ignore[union-attr]
+                    if n == "torch.nn.functional" and a.asname:
+                        f_names.add(a.asname.name.value)  # type: ignore[union-attr]
+            elif isinstance(small, cst.ImportFrom) and small.module is not None:
+                if dotted(small.module) == "torch.nn" and not isinstance(small.names, cst.ImportStar):
+                    for a in small.names:
+                        if dotted(a.name) == "functional":
+                            f_names.add(a.asname.name.value if a.asname else "functional")  # type: ignore[union-attr]
+    return _Torch(frozenset(torch_names or {"torch"}), frozenset(f_names))
+
+
+def effects(expr: cst.CSTNode, torch: _Torch) -> Effects:
+    """Check that evaluating ``expr`` when the original would not have is harmless."""
+    eff = Effects()
+    _walk(expr, torch, eff)
+    return eff
+
+
+def _walk(node: cst.CSTNode, t: _Torch, eff: Effects) -> None:  # noqa: C901 - one case per node type
+    shown = code(node)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    if isinstance(node, (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)):
+        if isinstance(node, cst.Name) and node.value == "None":
+            return
+        return
+    if isinstance(node, cst.Attribute):
+        _walk(node.value, t, eff)
+        return
+    if isinstance(node, cst.UnaryOperation):
+        if isinstance(node.operator, cst.Not):
+            eff.problems.append(f"`{shown}` takes the truth value of a value, which breaks the graph on a tensor")
+            return
+        _walk(node.expression, t, eff)
+        return
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, (cst.FloorDivide, cst.Modulo)):
+            eff.problems.append(f"`{shown}` is an integer division, which may raise ZeroDivisionError where the branch was not taken")
+            return
+        if isinstance(node.operator, cst.Divide):
+            eff.nan_prone.append(shown)
+        if isinstance(node.operator, cst.Power):
+            eff.nan_prone.append(shown)
+        _walk(node.left, t, eff)
+        _walk(node.right, t, eff)
+        return
+    if isinstance(node, cst.Comparison):
+        _walk(node.left, t, eff)
+        for c in node.comparisons:
+            _walk(c.comparator, t, eff)
+        return
+    if isinstance(node, cst.BooleanOperation):
+        eff.problems.append(f"`{shown}` uses `and`/`or`, which takes the truth value of a tensor")
+        return
+    if isinstance(node, (cst.Tuple, cst.List)):
+        for el in node.elements:
+            if isinstance(el, (cst.StarredElement,)):
+                eff.problems.append(f"`{shown}` unpacks an iterable")
+                return
+            _walk(el.value, t, eff)
+        return
+    if isinstance(node, cst.Subscript):
+        _walk(node.value, t, eff)
+        for el in node.slice:
+            _check_index(el.slice, shown, t, eff)
+        return
+    if isinstance(node, cst.Call):
+        _walk_call(node, shown, t, eff)
+        return
+    if isinstance(node, cst.NamedExpr):
+        eff.problems.append(f"`{shown}` assigns with `:=`")
+        return
+    if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+        eff.problems.append(f"`{shown}` is a lambda or comprehension, which this rule does not analyse")
+        return
+    if isinstance(node, cst.IfExp):
+        eff.problems.append(f"`{shown}` is a conditional expression")
+        return
+    if isinstance(node, (cst.Await, cst.Yield)):
+        eff.problems.append(f"`{shown}` suspends the function")
+        return
+    eff.problems.append(f"`{shown}` is a {type(node).__name__}, which this rule does not analyse")
+
+
+def _check_index(index: cst.CSTNode, shown: str, t: _Torch, eff: Effects) -> None:
+    if isinstance(index, cst.Index):
+        v = index.value
+        if _is_constant_index(v):
+            return
+        eff.problems.append(f"`{shown}` indexes with a computed index, which may be out of range where the branch was not taken")
+        return
+    if isinstance(index, cst.Slice):
+        for part in (index.lower, index.upper, index.step):
+            if part is not None and not _is_constant_index(part) and not _is_static_number(part):
+                eff.problems.append(f"`{shown}` slices with a computed bound")
+                return
+        return
+    eff.problems.append(f"`{shown}` has an index this rule does not analyse")
+
+
+def _is_constant_index(v: cst.CSTNode) -> bool:
+    if isinstance(v, (cst.Integer, cst.Ellipsis)) or (isinstance(v, cst.Name) and v.value == "None"):
+        return True
+    if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus) and isinstance(v.expression, cst.Integer):
+        return True
+    return False
+
+
+def _is_static_number(v: cst.CSTNode) -> bool:
+    """A Python int computed from shapes (``x.shape[1]``, ``x.size(0) // 2``): slicing clamps it."""
+    if isinstance(v, cst.Subscript) and isinstance(v.value, cst.Attribute) and v.value.attr.value == "shape":
+        return True
+    if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in ("size", "dim"):
+        return True
+    return False
+
+
+def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
+    kind, name = t.func(node.func)
+    if name in RANDOM_FUNCS or name.startswith("rand"):
+        eff.problems.append(f"`{shown}` draws random numbers; evaluating it on the other path would shift the random generator")
+        return
+    if kind == "method" and name in SCALAR_READS:
+        eff.problems.append(f"`{shown}` reads a Python value from a tensor (`.{name}()`), itself a graph break")
+        return
+    if kind == "method" and name.endswith("_") and not name.endswith("__"):
+        eff.problems.append(f"`{shown}` updates a tensor in place (`.{name}()`)")
+        return
+    if kind == "torch":
+        if name in SCALAR_FUNCS:
+            eff.problems.append(f"`{shown}` returns a Python bool (`torch.{name}`), itself a graph break")
+            return
+        if name not in PURE_TORCH_FUNCS and name != "div":
+            eff.problems.append(f"`{shown}` calls torch.{name}, which is not known to be free of side effects and errors")
+            return
+        if name == "div" and any(a.keyword is not None and a.keyword.value == "rounding_mode" for a in node.args):
+            eff.problems.append(f"`{shown}` is an integer division (rounding_mode), which may raise where the branch was not taken")
+            return
+        if name in NAN_PRONE or name == "div":
+            eff.nan_prone.append(shown)
+    elif kind == "F":
+        if name not in PURE_F_FUNCS:
+            eff.problems.append(f"`{shown}` calls F.{name}, which is not known to be free of side effects and errors")
+            return
+    elif kind == "method":
+        if name not in PURE_METHODS and name != "div":
+            receiver = code(node.func.value) if isinstance(node.func, cst.Attribute) else "?"
+            eff.problems.append(
+                f"`{shown}` calls {receiver}.{name}(), which may mutate state or raise (only known tensor methods are allowed)"
+            )
+            return
+        if name == "div" and any(a.keyword is not None and a.keyword.value == "rounding_mode" for a in node.args):
+            eff.problems.append(f"`{shown}` is an integer division (rounding_mode), which may raise where the branch was not taken")
+            return
+        if name in NAN_PRONE or name == "div":
+            eff.nan_prone.append(shown)
+        _walk(node.func.value, t, eff)  # type: ignore[union-attr]
+    else:
+        if name in ("len", "abs", "isinstance"):
+            pass
+        else:
+            eff.problems.append(f"`{shown}` calls {name}(), which may have side effects or raise")
+            return
+    for arg in node.args:
+        if arg.star:
+            eff.problems.append(f"`{shown}` unpacks arguments")
+            return
+        _walk(arg.value, t, eff)
+
+
+# ------------------------------------------------------------------------------------------
+# Predicates
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """A tensor condition rewritten for ``torch.where``.
+
+    ``text`` is the condition as a boolean tensor expression (``and``/``or``/``not`` turned
+    into ``&``/``|``/``~``); ``zero_d`` is True when it is evidently 0-d (``.any()``, a
+    whole-tensor reduction compared with a number): then ``where`` cannot broadcast the arms.
+    """
+
+    text: str
+    zero_d: bool
+    node: cst.CSTNode
+
+
+class NotATensor(Exception):
+    """The expression is not evidently a tensor condition; ``str()`` says why."""
+
+
+def split_conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``a and (b and c)`` -> [a, b, c]; anything else is one conjunct."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return split_conjuncts(test.left) + split_conjuncts(test.right)
+    return [test]
+
+
+def is_static(expr: cst.CSTNode, t: _Torch) -> bool:
+    """A Python-level fact Dynamo treats as a constant: dtype/shape/None/training checks.
+
+    Keeping such a conjunct as a Python ``if`` never changes behaviour, so this may err on
+    the side of "not static" (the site is then declined, never mis-rewritten).
+    """
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False")
+    if isinstance(expr, cst.Attribute):
+        if expr.attr.value in STATIC_ATTRS:
+            return True
+        d = dotted(expr)
+        parts = d.split(".")
+        return len(parts) == 2 and parts[0] in t.torch_names and parts[1] in DTYPE_NAMES
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return is_static(expr.expression, t)
+    if isinstance(expr, cst.BooleanOperation):
+        return is_static(expr.left, t) and is_static(expr.right, t)
+    if isinstance(expr, cst.Comparison):
+        ops = [c.operator for c in expr.comparisons]
+        if all(isinstance(o, (cst.Is, cst.IsNot)) for o in ops) and all(
+            isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in expr.comparisons
+        ):
+            return isinstance(expr.left, (cst.Name, cst.Attribute))
+        return is_static(expr.left, t) and all(is_static(c.comparator, t) for c in expr.comparisons)
+    if isinstance(expr, cst.Subscript):
+        return is_static(expr.value, t) and all(
+            isinstance(e.slice, cst.Index) and _is_constant_index(e.slice.value) for e in expr.slice
+        )
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        if kind == "method" and name in STATIC_METHODS:
+            return all(isinstance(a.value, (cst.Integer, cst.UnaryOperation)) for a in expr.args)
+        if kind == "other" and name in ("isinstance", "hasattr", "len", "callable"):
+            return all(isinstance(a.value, (cst.Name, cst.Attribute, cst.SimpleString, cst.Tuple)) for a in expr.args)
+        return False
+    return False
+
+
+def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> Predicate:
+    """The ``where`` condition for a tensor predicate, or NotATensor with the reason.
+
+    ``trusted`` (dynamic mode: Dynamo reported a data-dependent branch here) accepts a
+    condition whose tensor-ness cannot be seen in the source, as ``(cond).reshape(())``
+    so that a non-scalar condition still raises (as the ``if`` did) instead of broadcasting.
+    """
+    _refuse_scalar_reads(expr)
+    kind = _kind(expr, t)
+    if kind in ("bool0", "num0"):
+        text = _bool_text(expr, t)
+        return Predicate(text if kind == "bool0" else f"({text}) != 0", True, expr)
+    if kind == "bool":
+        return Predicate(f"({_bool_text(expr, t)}).reshape(())", False, expr)
+    if trusted and kind == "unknown" and not isinstance(expr, (cst.BooleanOperation,)):
+        return Predicate(f"({code(expr)}).bool().reshape(())", False, expr)
+    raise NotATensor(f"cannot show that `{code(expr)}` is a tensor condition")
+
+
+def _refuse_scalar_reads(expr: cst.CSTNode) -> None:
+    for node in _iter(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in ("item", "tolist"):
+                raise NotATensor(
+                    f"the condition reads a Python value with `.{node.func.attr.value}()`; that call is the graph break, "
+                    "and torch.where cannot take a Python bool"
+                )
+        if isinstance(node, cst.Call):
+            name = dotted(node.func).split(".")[-1]
+            if name in SCALAR_FUNCS:
+                raise NotATensor(f"the condition calls `{name}()`, which returns a Python bool (itself the graph break)")
+            if isinstance(node.func, cst.Name) and node.func.value in ("bool", "float", "int"):
+                raise NotATensor(f"the condition converts a tensor with `{node.func.value}()`, which is itself the graph break")
+
+
+def bool_leaves(expr: cst.CSTNode) -> list[cst.CSTNode]:
+    """The operands under ``and``/``or``/``not``/``&``/``|``/``~`` of a condition."""
+    if isinstance(expr, cst.BooleanOperation):
+        return bool_leaves(expr.left) + bool_leaves(expr.right)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return bool_leaves(expr.left) + bool_leaves(expr.right)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Not, cst.BitInvert)):
+        return bool_leaves(expr.expression)
+    return [expr]
+
+
+def _iter(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for c in node.children:
+        yield from _iter(c)
+
+
+def _kind(expr: cst.CSTNode, t: _Torch) -> str:  # noqa: C901
+    """'bool0' 0-d bool tensor · 'num0' 0-d numeric tensor · 'bool' bool tensor ·
+    'tensor' · 'scalar' Python number · 'unknown'."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return "scalar"
+    if isinstance(expr, cst.UnaryOperation):
+        inner = _kind(expr.expression, t)
+        if isinstance(expr.operator, cst.Not):
+            return inner if inner in ("bool0", "bool") else "unknown"
+        if isinstance(expr.operator, cst.BitInvert):
+            return inner if inner in ("bool0", "bool") else "unknown"
+        return inner
+    if isinstance(expr, cst.BooleanOperation):
+        left, right = _kind(expr.left, t), _kind(expr.right, t)
+        if left == right == "bool0":
+            return "bool0"
+        if {left, right} <= {"bool0", "bool"}:
+            return "bool"
+        return "unknown"
+    if isinstance(expr, cst.BinaryOperation):
+        left, right = _kind(expr.left, t), _kind(expr.right, t)
+        if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            if left == right == "bool0":
+                return "bool0"
+            if {left, right} <= {"bool0", "bool"}:
+                return "bool"
+            return "unknown"
+        if {left, right} <= {"num0", "scalar", "bool0"}:
+            return "scalar" if left == right == "scalar" else "num0"
+        return "tensor" if {left, right} & {"tensor", "bool", "num0", "bool0"} and "unknown" not in (left, right) else "unknown"
+    if isinstance(expr, cst.Comparison):
+        kinds = [_kind(expr.left, t)] + [_kind(c.comparator, t) for c in expr.comparisons]
+        if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in expr.comparisons):
+            return "unknown"
+        if len(kinds) == 2 and set(kinds) <= {"num0", "bool0", "scalar"} and set(kinds) & {"num0", "bool0"}:
+            return "bool0"
+        if len(kinds) == 2 and set(kinds) & {"num0", "bool0", "tensor", "bool"}:
+            return "bool"
+        return "unknown"
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        n_pos = len([a for a in expr.args if a.keyword is None])
+        no_dim = not any(a.keyword is not None and a.keyword.value == "dim" for a in expr.args)
+        if kind == "method":
+            if name in BOOL_REDUCTIONS and not expr.args:
+                return "bool0"
+            if name in WHOLE_REDUCTIONS and not expr.args:
+                return "num0"
+            if name in BOOL_ELEMENTWISE:
+                return "bool"
+            if name in ("abs", "float", "double", "half", "neg", "sqrt", "exp", "log") and not expr.args:
+                inner = _kind(expr.func.value, t)  # type: ignore[union-attr]
+                return inner if inner in ("num0", "tensor") else "unknown"
+        if kind == "torch":
+            if name in BOOL_REDUCTIONS and n_pos == 1 and no_dim and len(expr.args) == 1:
+                return "bool0"
+            if name in WHOLE_REDUCTIONS and n_pos == 1 and len(expr.args) == 1:
+                return "num0"
+            if name in BOOL_ELEMENTWISE or name in ("logical_and", "logical_or", "logical_xor", "eq", "ne", "gt", "ge", "lt", "le"):
+                return "bool"
+            if name in PURE_TORCH_FUNCS:
+                return "tensor"
+        return "unknown"
+    return "unknown"
+
+
+def _bool_text(expr: cst.CSTNode, t: _Torch) -> str:
+    """The condition with Python's ``and``/``or``/``not`` as tensor ``&``/``|``/``~``.
+
+    Both operands of ``&``/``|`` are evaluated, unlike ``and``/``or``; the caller has already
+    checked they are pure (every operand is a known tensor condition).
+    """
+    if isinstance(expr, cst.BooleanOperation):
+        op = "&" if isinstance(expr.operator, cst.And) else "|"
+        return f"{_operand(expr.left, t)} {op} {_operand(expr.right, t)}"
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return f"~{_operand(expr.expression, t)}"
+    return code(expr)
+
+
+def _operand(expr: cst.CSTNode, t: _Torch) -> str:
+    text = _bool_text(expr, t)
+    if isinstance(expr, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
+        return text
+    return f"({text})"

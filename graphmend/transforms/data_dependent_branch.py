@@ -1,0 +1,842 @@
+"""GM101 data-dependent-branch: a Python ``if`` on a tensor value, rewritten to ``torch.where``.
+
+Dynamo cannot trace a jump whose direction depends on a tensor's value (GB0170 "Data-dependent
+branching"): it ends the graph, runs the ``if`` in Python, and starts a new graph. When both
+branches only compute values, evaluating both and selecting with ``torch.where`` gives the same
+result in one graph. This module proves, from the source, every condition under which that is
+true (DESIGN.md, "Predicated control flow") and declines the site with the reason otherwise.
+
+Three reconciling shapes are recognised:
+
+* **assignment** — every branch ends by assigning the same names (``x = a`` / ``x = b``; an
+  else-less ``if c: x = f(x)`` keeps ``x`` on the other path): ``x = torch.where(c, a, b)``;
+* **return** — every branch returns (an else-less ``if c: return a`` followed directly by
+  ``return b`` counts): ``return torch.where(c, a, b)``;
+* **call** — the same call in every branch, differing only in positional arguments:
+  ``f(torch.where(c, a, b), k=1)`` (the call itself runs once, as before).
+
+``elif`` chains become nested selects. Statements before the selected assignments that only
+bind names used inside the ``if`` (``clamp_value = torch.finfo(h.dtype).max - 1000``) are
+hoisted when they are free of side effects. A static conjunct (``h.dtype == torch.float16
+and …``) stays a Python ``if`` around the select. The condition is copied as written (``or``
+becomes ``|``), so a whole-tensor action guarded by ``.any()`` keeps its 0-d condition and is
+never turned into an element-wise select.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional, Union
+
+import libcst as cst
+
+from graphmend.model import Category, Decline, Fix, Safety
+from graphmend.transforms import _analysis as A
+from graphmend.transforms.base import RuleContext, SourceFile, Transform
+
+LINE_LIMIT = 100
+
+
+class _Declined(Exception):
+    """Raised inside the analysis to stop at the first failed condition; becomes a Decline."""
+
+
+@dataclass
+class _Arm:
+    setups: list[cst.BaseSmallStatement]
+    targets: list[tuple[str, cst.BaseExpression, Optional[cst.Annotation]]]  # name, value, annotation
+    ret: Optional[cst.BaseExpression] = None
+    call_stmt: Optional[cst.BaseSmallStatement] = None
+
+
+class DataDependentBranch(Transform):
+    code = "GM101"
+    name = "data-dependent-branch"
+    summary = "Python `if` on a tensor value whose branches only compute values: select with torch.where"
+    safety = Safety.SAFE
+    categories = (Category.DATA_DEPENDENT_BRANCH,)
+    gb_types = ("Data-dependent branching", "Data-dependent branching with non-constant __bool__")
+
+    docs = {
+        "What it does": (
+            "Finds a Python `if` whose condition is a tensor and whose branches only compute values, "
+            "and rewrites it so that both branches are computed and `torch.where` selects the result. "
+            "Three shapes reconcile: the same variables assigned in every branch (an `if` without `else` "
+            "keeps the old value), every branch returning, or the same call with different positional "
+            "arguments. `elif` chains become nested selects; a static part of the condition such as "
+            "`h.dtype == torch.float16` stays a Python `if`."
+        ),
+        "Why it breaks the graph": (
+            "`if tensor:` asks for the tensor's value in Python. Dynamo cannot trace a jump that depends "
+            "on a value it only knows at run time (GB0170, *Data-dependent branching*), so it ends the "
+            "graph, runs the `if` eagerly and starts another graph after it: two graphs, a device "
+            "synchronisation, and guards on both sides."
+        ),
+        "Example": (
+            "```python\n"
+            "if hidden.dtype == torch.float16 and (torch.isinf(hidden).any() or torch.isnan(hidden).any()):\n"
+            "    clamp_value = torch.finfo(hidden.dtype).max - 1000\n"
+            "    hidden = torch.clamp(hidden, min=-clamp_value, max=clamp_value)\n"
+            "```"
+        ),
+        "Use instead": (
+            "```python\n"
+            "if hidden.dtype == torch.float16:\n"
+            "    clamp_value = torch.finfo(hidden.dtype).max - 1000\n"
+            "    hidden = torch.where(torch.isinf(hidden).any() | torch.isnan(hidden).any(), "
+            "torch.clamp(hidden, min=-clamp_value, max=clamp_value), hidden)\n"
+            "```\n"
+            "The condition stays 0-d (`.any()`): the whole tensor is clamped or kept, exactly as before."
+        ),
+        "Fix safety": (
+            "Safe when every condition is shown on the source: the condition is a tensor (not `.item()`, "
+            "`torch.equal`, `allclose`, a Python bool); the branch not taken cannot raise, write state "
+            "(in-place ops, attribute or buffer writes), draw random numbers, or call anything unknown "
+            "(only known pure torch operations are accepted; integer division and computed indices are "
+            "refused); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
+            "branch gives `None` or a Python number; the selected variables are not updated in place "
+            "elsewhere in the function (the select returns a new tensor, not an alias). The rewrite "
+            "assumes both branches give the same shape and dtype (`where` would broadcast or promote); "
+            "evident mismatches are declined, the rest is checked by re-detection and `graphmend verify`. "
+            "A branch using `log`, `sqrt`, division or `pow` makes the fix unsafe: under autograd the "
+            "untaken branch's gradient is multiplied by zero, and 0 * inf is NaN. Static (unverified) "
+            "candidates are applied only with `--unsafe-fixes`. `torch.cond` is never used: under torch "
+            "2.13 it traces both branches and fails on branches valid only under their predicate."
+        ),
+        "References": (
+            "GraphMend (predicated control flow); PyTorch docs: `torch.where`, "
+            "https://pytorch.org/docs/stable/torch.compiler_troubleshooting.html ; "
+            "Dynamo graph-break registry GB0170."
+        ),
+    }
+
+    VALID = (
+        # A Python bool: not a graph break, nothing to do.
+        "import torch\n\ndef f(x, training):\n    if training:\n        x = x * 2\n    return x\n",
+        # A side effect in the branch: declined, so unchanged.
+        "import torch\n\ndef f(x):\n    if x.sum() > 0:\n        print('positive')\n    return x\n",
+        # .item() predicate: the call is the break; torch.where cannot take a Python bool.
+        "import torch\n\ndef f(x):\n    if x.sum().item() > 0:\n        x = x * 2\n    return x\n",
+        # A random draw in the branch.
+        "import torch\n\ndef f(x):\n    if x.any():\n        x = torch.nn.functional.dropout(x, 0.5)\n    return x\n",
+        # break inside the branch.
+        "import torch\n\ndef f(xs):\n    for x in xs:\n        if (x > 0).all():\n            break\n    return xs\n",
+    )
+
+    INVALID = (
+        (
+            "import torch\n\ndef f(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x - 1\n    return y\n",
+            "import torch\n\ndef f(x):\n    y = torch.where(x.sum() > 0, x * 2, x - 1)\n    return y\n",
+        ),
+        (
+            "import torch\n\ndef f(x):\n    # keep me\n    if (x > 1).any():\n        x = x.clamp(max=1.0)\n    return x\n",
+            "import torch\n\ndef f(x):\n    # keep me\n    x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n    return x\n",
+        ),
+        (
+            "import torch\n\n\ndef f(h):\n"
+            "    if h.dtype == torch.float16 and (\n"
+            "        torch.isinf(h).any() or torch.isnan(h).any()\n"
+            "    ):\n"
+            "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
+            "        h = torch.clamp(h, min=-clamp_value, max=clamp_value)\n"
+            "    return h\n",
+            "import torch\n\n\ndef f(h):\n"
+            "    if h.dtype == torch.float16:\n"
+            "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
+            "        h = torch.where(\n"
+            "            torch.isinf(h).any() | torch.isnan(h).any(),\n"
+            "            torch.clamp(h, min=-clamp_value, max=clamp_value),\n"
+            "            h,\n"
+            "        )\n"
+            "    return h\n",
+        ),
+        (
+            "import torch\n\ndef f(x):\n    if x.mean() > 0:\n        return x + 1\n    return x - 1\n",
+            "import torch\n\ndef f(x):\n    return torch.where(x.mean() > 0, x + 1, x - 1)\n",
+        ),
+        (
+            "import torch\n\ndef f(x):\n    if x.max() > 2:\n        y = x * 3\n    elif x.max() > 1:\n        y = x * 2\n    else:\n        y = x\n    return y\n",
+            "import torch\n\ndef f(x):\n    y = torch.where(x.max() > 2, x * 3, torch.where(x.max() > 1, x * 2, x))\n    return y\n",
+        ),
+        (
+            "import torch\n\ndef f(self, x, a, b):\n    if x.all():\n        out = self.proj(a, scale=2)\n    else:\n        out = self.proj(b, scale=2)\n    return out\n",
+            "import torch\n\ndef f(self, x, a, b):\n    out = self.proj(torch.where(x.all(), a, b), scale=2)\n    return out\n",
+        ),
+    )
+
+    # -- sites ------------------------------------------------------------------------
+
+    def sites(self, source: SourceFile) -> Iterable[cst.CSTNode]:
+        for node in A._iter(source.module):
+            if not isinstance(node, cst.If):
+                continue
+            parent = source.parent(node)
+            if isinstance(parent, cst.If) and parent.orelse is node:
+                continue  # an elif: handled with the chain it belongs to
+            yield node
+
+    def site_lines(self, node: cst.CSTNode, source: SourceFile) -> range:
+        # Dynamo reports the jump of any test in the chain, elif tests included.
+        start = source.line(node)
+        end = source.header_lines(node).stop - 1
+        cur = node.orelse  # type: ignore[attr-defined]
+        while isinstance(cur, cst.If):
+            end = max(end, source.header_lines(cur).stop - 1)
+            cur = cur.orelse
+        return range(start, end + 1)
+
+    def run(self, source: SourceFile, ctx: RuleContext, lines: Optional[Iterable[int]] = None) -> list:
+        if lines is not None:
+            return super().run(source, ctx, lines)
+        # Static mode: only conditions that evidently involve a tensor are candidates, so a
+        # plain `if training:` is neither rewritten nor reported.
+        t = A.torch_names_of(source.module)
+        original = self.sites
+        self.sites = lambda s: [n for n in original(s) if _looks_tensorish(n.test, t)]  # type: ignore[method-assign]
+        try:
+            return super().run(source, ctx, None)
+        finally:
+            del self.sites
+
+    # -- the proof --------------------------------------------------------------------
+
+    def rewrite(self, node: cst.CSTNode, source: SourceFile, ctx: RuleContext) -> Union[Fix, Decline]:
+        assert isinstance(node, cst.If)
+        try:
+            return self._rewrite(node, source, ctx)
+        except _Declined as exc:
+            return self.decline(source, node, str(exc))
+
+    def _rewrite(self, node: cst.If, source: SourceFile, ctx: RuleContext) -> Fix:  # noqa: C901
+        t = A.torch_names_of(source.module)
+        func = source.enclosing(node, (cst.FunctionDef,))
+        if func is None:
+            raise _Declined("the `if` is not inside a function; Dynamo compiles functions")
+        torch_name = source.torch_name() or "torch"
+        notes: list[str] = []
+        safety = Safety.SAFE
+
+        # 1. the chain: [(test, arm statements)], final arm (None when there is no else)
+        chain: list[tuple[cst.BaseExpression, list[cst.BaseSmallStatement]]] = [(node.test, _arm_statements(node.body))]
+        final: Optional[list[cst.BaseSmallStatement]] = None
+        cur = node.orelse
+        while cur is not None:
+            if isinstance(cur, cst.If):
+                chain.append((cur.test, _arm_statements(cur.body)))
+                cur = cur.orelse
+            else:
+                final = _arm_statements(cur.body)
+                cur = None
+
+        # 2. the conditions
+        conjuncts = A.split_conjuncts(node.test)
+        static = [c for c in conjuncts if A.is_static(c, t)]
+        tensor_parts = [c for c in conjuncts if not A.is_static(c, t)]
+        if not tensor_parts:
+            raise _Declined(f"the condition `{A.code(node.test)}` is a Python value, not a tensor")
+        if static and len(chain) > 1:
+            raise _Declined("a static conjunct together with `elif` branches: the Python `if` cannot be kept apart")
+        conds: list[A.Predicate] = []
+        cond_texts: list[str] = []
+        tests = [_and_of(tensor_parts)] + [test for test, _ in chain[1:]]
+        for i, test in enumerate(tests):
+            parts = tensor_parts if i == 0 else [test]
+            preds = []
+            for part in parts:
+                try:
+                    preds.append(A.tensor_predicate(part, t, trusted=ctx.verified))
+                except A.NotATensor as exc:
+                    raise _Declined(str(exc)) from None
+                for leaf in A.bool_leaves(part):
+                    eff = A.effects(leaf, t)
+                    if not eff.ok:
+                        raise _Declined(f"the condition {eff.problems[0]}")
+            conds.extend(preds)
+            if not all(p.zero_d for p in preds):
+                notes.append("the condition is not evidently 0-d; `.reshape(())` keeps `where` from broadcasting it")
+            cond_texts.append(" & ".join(_paren(p.text) if len(preds) > 1 else p.text for p in preds))
+        for part in static:
+            eff = A.effects(part, t)
+            if not eff.ok and not isinstance(part, cst.Comparison):
+                raise _Declined(f"the static part of the condition {eff.problems[0]}")
+
+        # 3. the arms and the reconciling shape
+        arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
+        for stmts in arms_stmts:
+            _refuse_control_flow(stmts, allow_final_return=True)
+        following_return: Optional[cst.SimpleStatementLine] = None
+        returns = [bool(s) and isinstance(s[-1], cst.Return) for s in arms_stmts]
+        if any(returns):
+            if final is None and all(returns):
+                following_return = _next_return(node, source)
+                if following_return is None:
+                    raise _Declined("`return` inside the branch, and the `if` has no `else` and is not followed by a `return`")
+                arms_stmts.append(list(following_return.body))
+            elif not all(returns):
+                raise _Declined("`return` inside only some branches: torch.where cannot select control flow")
+            for stmts in arms_stmts:
+                if stmts[-1].value is None:  # type: ignore[attr-defined]
+                    raise _Declined("a bare `return` (None) in a branch: torch.where cannot select None")
+            shape = "return"
+        else:
+            shape = "assign"
+        call_shape = _call_shape(arms_stmts, final is not None or following_return is not None)
+        if call_shape is not None:
+            shape = "call"
+
+        names_outside = _names_outside(func, node, following_return)
+        test_names = set().union(*(A.names_in(test) for test, _ in chain))
+
+        lines: list[str] = []
+        # 4. setups (hoisted) and the selected values
+        arms = [_split_arm(stmts, names_outside, test_names, shape) for stmts in arms_stmts]
+        setup_names: list[set[str]] = []
+        for arm in arms:
+            names: set[str] = set()
+            for s in arm.setups:
+                value = s.value  # type: ignore[attr-defined]
+                eff = A.effects(value, t)
+                if not eff.ok:
+                    raise _Declined(f"the setup statement `{A.code(s)}` {_lower(eff.problems[0])} and cannot be hoisted")
+                if eff.nan_prone:
+                    safety = Safety.UNSAFE
+                    notes.append(f"`{eff.nan_prone[0]}` in a setup statement may produce inf/NaN on the other path")
+                names.add(_assigned_name(s))
+            setup_names.append(names)
+        for i, arm in enumerate(arms):
+            others = set().union(*(setup_names[j] for j in range(len(arms)) if j != i))
+            used = set().union(*(A.names_in(s) for s in arm.setups), *(A.names_in(v) for _, v, _ in arm.targets)) if (arm.setups or arm.targets) else set()
+            if arm.ret is not None:
+                used |= A.names_in(arm.ret)
+            if arm.call_stmt is not None:
+                used |= A.names_in(arm.call_stmt)
+            clash = sorted(used & others)
+            if clash:
+                raise _Declined(f"`{clash[0]}` is set up differently in each branch; hoisting both would mix them")
+        for arm in arms:
+            lines.extend(A.code(s) for s in arm.setups)
+
+        multiple = False
+        if shape == "assign":
+            order = _target_order(arms)
+            if not order:
+                raise _Declined("the branches assign nothing outside the `if`: nothing to select")
+            multiple = len(order) > 1
+            for name in order:
+                if not _bound_before(name, node, func, source):
+                    if any(all(n != name for n, _, _ in arm.targets) for arm in arms) or final is None:
+                        raise _Declined(
+                            f"`{name}` is not assigned on every path and is not bound before the `if`; "
+                            "the select would read an unbound name"
+                        )
+            selected_names = set(order)
+            mutated = _mutated_names(func, node) & (selected_names | _value_names(arms))
+            if mutated:
+                raise _Declined(
+                    f"`{sorted(mutated)[0]}` is updated in place elsewhere in the function; torch.where returns a new "
+                    "tensor, so the update would no longer reach the same object"
+                )
+        cond_refs = [c for c in cond_texts]
+        if multiple or (shape == "assign" and len(chain) > 1 and len(_target_order(arms)) > 1):
+            temp_names = _fresh_names(func, len(cond_texts))
+            for name, text in zip(temp_names, cond_texts):
+                lines.append(f"{name} = {text}")
+            cond_refs = temp_names
+
+        # libcst keeps continuation lines relative to the enclosing block's indentation, so
+        # the generated text is indented as it will be parsed (inside a kept `if`: 4), while
+        # the line-length check uses the real column.
+        indent = _Indent(source.positions[node].start.column + (4 if static else 0), "    " if static else "")
+        if shape == "assign":
+            for name in _target_order(arms):
+                values = []
+                annotation = None
+                for arm in arms:
+                    found = [(v, ann) for n, v, ann in arm.targets if n == name]
+                    if found:
+                        values.append(found[0][0])
+                        annotation = annotation or found[0][1]
+                    else:
+                        values.append(cst.Name(name))
+                if final is None:
+                    values.append(cst.Name(name))
+                safety = self._check_values(values, name, t, notes, safety)
+                expr = _nested_where(torch_name, cond_refs, [A.code(v) for v in values])
+                ann = f": {A.code(annotation.annotation)}" if annotation is not None else ""
+                lines.append(_fit(f"{name}{ann} = ", expr, indent))
+        elif shape == "return":
+            values = [arm.ret for arm in arms]
+            if all(isinstance(v, cst.Tuple) for v in values):
+                sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
+                if len(sizes) != 1:
+                    raise _Declined("the branches return tuples of different lengths")
+                parts = []
+                for k in range(sizes.pop()):
+                    elems = [v.elements[k].value for v in values]  # type: ignore[union-attr]
+                    safety = self._check_values(elems, f"returned item {k}", t, notes, safety)
+                    parts.append(_nested_where(torch_name, cond_refs, [A.code(e) for e in elems]))
+                lines.append(_fit("return ", ", ".join(parts), indent))
+            else:
+                safety = self._check_values(values, "the returned value", t, notes, safety)  # type: ignore[arg-type]
+                lines.append(_fit("return ", _nested_where(torch_name, cond_refs, [A.code(v) for v in values]), indent))  # type: ignore[arg-type]
+        else:
+            stmt, differing = call_shape  # type: ignore[misc]
+            call = _call_of(stmt)
+            new_args = list(call.args)
+            for k in differing:
+                values = [_call_of(arm.call_stmt).args[k].value for arm in arms]  # type: ignore[arg-type]
+                safety = self._check_values(values, f"argument {k + 1} of `{A.code(call.func)}`", t, notes, safety)
+                where = _nested_where(torch_name, cond_refs, [A.code(v) for v in values])
+                new_args[k] = new_args[k].with_changes(value=cst.parse_expression(where))
+            new_call = call.with_changes(args=new_args)
+            if isinstance(stmt, cst.Expr):
+                lines.append(A.code(new_call))
+            elif isinstance(stmt, cst.Return):
+                lines.append("return " + A.code(new_call))
+            else:
+                lines.append(f"{stmt.targets[0].target.value} = {A.code(new_call)}")  # type: ignore[union-attr]
+
+        # 5. the replacement, with a static conjunct kept as a Python `if`
+        if static:
+            body = "".join(f"    {line}\n" for line in lines)
+            text = f"if {' and '.join(A.code(s) for s in static)}:\n{body}"
+            if final is not None:
+                text += "else:\n" + "".join(f"    {A.code(s)}\n" for s in final)
+        else:
+            text = "".join(line + "\n" for line in lines)
+        try:
+            new_stmts = list(cst.parse_module(text).body)
+        except cst.ParserSyntaxError as exc:  # pragma: no cover - a bug in this rule
+            raise RuntimeError(f"generated code does not parse: {exc.message}\n{text}") from None
+        changes: dict = {node: cst.FlattenSentinel(new_stmts)}
+        if following_return is not None:
+            changes[following_return] = cst.RemoveFromParent()
+        tree = source.replace_many(source.module, changes)
+        if source.torch_name() is None:
+            tree = source.with_import(tree)
+        if not ctx.verified:
+            notes.append("unverified: found by reading the source; assumes both branches give the same shape and dtype")
+        else:
+            notes.append("assumes both branches give the same shape and dtype; re-detection and `graphmend verify` check it")
+        what = {"assign": "select the assigned values", "return": "select the returned value", "call": "select the call's arguments"}[shape]
+        return source.fix_from(
+            tree,
+            rule=self.code,
+            title=f"Replace the tensor-dependent `if` with torch.where ({what})",
+            safety=safety,
+            site=node,
+            notes="; ".join(dict.fromkeys(notes)),
+        )
+
+    def _check_values(self, values: list, what: str, t: A._Torch, notes: list[str], safety: Safety) -> Safety:
+        """Every selected value: not None, not a Python number, no effects, no evident mismatch."""
+        for v in values:
+            if isinstance(v, cst.Name) and v.value == "None":
+                raise _Declined(f"{what} is None in one branch: torch.where cannot select None")
+            if _is_python_literal(v):
+                raise _Declined(
+                    f"{what} is the Python value `{A.code(v)}` in one branch; torch.where would turn it into a tensor"
+                )
+            eff = A.effects(v, t)
+            if not eff.ok:
+                raise _Declined(f"{what}: {eff.problems[0]}, and both branches are evaluated after the rewrite")
+            if eff.nan_prone:
+                safety = Safety.UNSAFE
+                notes.append(
+                    f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; under autograd "
+                    "torch.where's gradient is then NaN (0 * inf)"
+                )
+        dtypes = {d for d in (_explicit_dtype(v, t) for v in values) if d is not None}
+        if len(dtypes) > 1:
+            raise _Declined(f"{what} has dtype {' in one branch and '.join(sorted(dtypes))} in the other; torch.where would promote")
+        ranks = [_rank_change(v) for v in values]
+        if len(set(ranks)) > 1:
+            raise _Declined(f"{what} has a different shape in each branch ({', '.join(A.code(v) for v in values)}); torch.where would broadcast")
+        return safety
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+
+
+def _looks_tensorish(test: cst.BaseExpression, t: A._Torch) -> bool:
+    for node in A._iter(test):
+        if isinstance(node, cst.Call):
+            kind, name = t.func(node.func)
+            if kind == "torch" or (kind == "method" and (name in A.BOOL_REDUCTIONS or name in A.WHOLE_REDUCTIONS or name in ("item", "tolist", "isinf", "isnan"))):
+                return True
+    return False
+
+
+def _and_of(parts: list[cst.BaseExpression]) -> cst.BaseExpression:
+    out = parts[0]
+    for p in parts[1:]:
+        out = cst.BooleanOperation(left=out, operator=cst.And(), right=p)
+    return out
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if any(op in text for op in (" ", "|", "&")) else text
+
+
+def _lower(text: str) -> str:
+    return text
+
+
+def _arm_statements(suite: cst.BaseSuite) -> list[cst.BaseSmallStatement]:
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return [s for s in suite.body if not isinstance(s, cst.Pass)]
+    out: list[cst.BaseSmallStatement] = []
+    for stmt in suite.body:  # type: ignore[attr-defined]
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out.extend(s for s in stmt.body if not isinstance(s, cst.Pass))
+        else:
+            kind = type(stmt).__name__.lower().replace("def", " definition").replace("functiondef", "def")
+            raise _Declined(f"a branch contains a compound statement (`{kind}`); only simple statements can be selected")
+    return out
+
+
+def _refuse_control_flow(stmts: list[cst.BaseSmallStatement], *, allow_final_return: bool) -> None:
+    for i, s in enumerate(stmts):
+        if isinstance(s, (cst.Break, cst.Continue)):
+            word = "break" if isinstance(s, cst.Break) else "continue"
+            raise _Declined(f"`{word}` inside the branch transfers control; torch.where cannot select control flow")
+        if isinstance(s, cst.Raise):
+            raise _Declined("`raise` inside the branch (a validation guard: see the trap-lowering rules)")
+        if isinstance(s, cst.Return) and not (allow_final_return and i == len(stmts) - 1):
+            raise _Declined("`return` before the end of the branch")
+        if isinstance(s, cst.Expr) and isinstance(s.value, (cst.Yield, cst.Await)):
+            raise _Declined("`yield`/`await` inside the branch suspends the function")
+        if isinstance(s, (cst.Global, cst.Nonlocal)):
+            raise _Declined("`global`/`nonlocal` inside the branch")
+        if isinstance(s, cst.Assert):
+            raise _Declined("`assert` inside the branch may raise where the branch was not taken")
+        if isinstance(s, (cst.Import, cst.ImportFrom)):
+            raise _Declined("an import inside the branch")
+        if isinstance(s, cst.Del):
+            raise _Declined("`del` inside the branch")
+
+
+def _next_return(node: cst.If, source: SourceFile) -> Optional[cst.SimpleStatementLine]:
+    parent = source.parent(node)
+    body = getattr(parent, "body", None)
+    if not isinstance(body, (list, tuple)):
+        return None
+    items = list(body)
+    for i, stmt in enumerate(items):
+        if stmt is node and i + 1 < len(items):
+            nxt = items[i + 1]
+            if isinstance(nxt, cst.SimpleStatementLine) and len(nxt.body) == 1 and isinstance(nxt.body[0], cst.Return):
+                return nxt
+    return None
+
+
+def _call_of(stmt: cst.BaseSmallStatement) -> cst.Call:
+    value = stmt.value  # type: ignore[attr-defined]
+    assert isinstance(value, cst.Call)
+    return value
+
+
+def _call_shape(arms: list[list[cst.BaseSmallStatement]], has_else: bool):
+    """(first statement, differing positional indexes) when every arm is the same call."""
+    if not has_else or any(len(a) != 1 for a in arms):
+        return None
+    stmts = [a[0] for a in arms]
+    kinds = {type(s) for s in stmts}
+    if len(kinds) != 1 or kinds.pop() not in (cst.Expr, cst.Assign, cst.Return):
+        return None
+    if not all(isinstance(getattr(s, "value", None), cst.Call) for s in stmts):
+        return None
+    if isinstance(stmts[0], cst.Assign):
+        targets = {tuple(A.code(t.target) for t in s.targets) for s in stmts}  # type: ignore[attr-defined]
+        if len(targets) != 1 or len(stmts[0].targets) != 1 or not isinstance(stmts[0].targets[0].target, cst.Name):
+            return None
+    calls = [_call_of(s) for s in stmts]
+    if len({A.code(c.func) for c in calls}) != 1:
+        return None
+    if len({len(c.args) for c in calls}) != 1:
+        return None
+    differing = []
+    for k, arg in enumerate(calls[0].args):
+        others = [c.args[k] for c in calls]
+        if any((o.keyword.value if o.keyword else None) != (arg.keyword.value if arg.keyword else None) or o.star != arg.star for o in others):
+            return None
+        if len({A.code(o.value) for o in others}) > 1:
+            if arg.keyword is not None or arg.star:
+                return None  # differing keyword arguments: not this shape
+            differing.append(k)
+    if not differing:
+        return None
+    return stmts[0], differing
+
+
+def _assigned_name(s: cst.BaseSmallStatement) -> str:
+    if isinstance(s, cst.Assign):
+        return s.targets[0].target.value  # type: ignore[union-attr]
+    return s.target.value  # type: ignore[attr-defined]
+
+
+def _split_arm(stmts: list[cst.BaseSmallStatement], names_outside: set[str], test_names: set[str], shape: str) -> _Arm:
+    arm = _Arm(setups=[], targets=[])
+    body = list(stmts)
+    if shape == "return":
+        arm.ret = body.pop().value  # type: ignore[attr-defined]
+    elif shape == "call":
+        arm.call_stmt = body.pop()
+    seen_target = False
+    read_so_far: set[str] = set()
+    for s in body:
+        if isinstance(s, cst.AugAssign):
+            raise _Declined(f"`{A.code(s)}` may update a tensor in place in the branch")
+        if isinstance(s, cst.Expr):
+            raise _Declined(f"the branch calls `{A.code(s.value)}` for its effect, which would run on both paths")
+        if isinstance(s, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
+            if isinstance(s, cst.AnnAssign) and s.value is None:
+                continue
+            if len(targets) != 1:
+                raise _Declined(f"`{A.code(s)}` assigns several targets at once")
+            target = targets[0]
+            if isinstance(target, cst.Attribute):
+                raise _Declined(
+                    f"the branch writes the attribute `{A.code(target)}` (module state); rebinding it to a select would "
+                    "write on both paths"
+                )
+            if isinstance(target, cst.Subscript):
+                raise _Declined(f"the branch writes into `{A.code(target)}` in place")
+            if not isinstance(target, cst.Name):
+                raise _Declined(f"`{A.code(s)}` unpacks into several names")
+            name = target.value
+            value = s.value
+            assert value is not None
+            ann = s.annotation if isinstance(s, cst.AnnAssign) else None
+            # With the return/call shapes nothing after the branch reads its names on this
+            # path, so every assignment is a setup; otherwise a name read outside the `if`
+            # is a selected value.
+            if shape == "assign" and name in names_outside:
+                if any(n == name for n, _, _ in arm.targets):
+                    raise _Declined(f"the branch assigns `{name}` twice")
+                arm.targets.append((name, value, ann))
+                seen_target = True
+                read_so_far |= A.names_in(value)
+                continue
+            # a setup statement: a name used only inside this `if`
+            if seen_target:
+                raise _Declined(f"the setup statement `{A.code(s)}` follows a selected assignment; it cannot be hoisted")
+            if name in test_names or name in read_so_far or name in A.names_in(value):
+                raise _Declined(f"`{name}` is read before it is assigned in the branch; hoisting would change it")
+            arm.setups.append(s)
+            read_so_far |= A.names_in(value)
+            continue
+        raise _Declined(f"`{A.code(s)}` in the branch is not an assignment")
+    return arm
+
+
+def _target_order(arms: list[_Arm]) -> list[str]:
+    seqs = [[n for n, _, _ in arm.targets] for arm in arms if arm.targets]
+    if not seqs:
+        return []
+    longest = max(seqs, key=len)
+    for seq in seqs:
+        it = iter(longest)
+        if not all(any(n == m for m in it) for n in seq):
+            raise _Declined(f"the branches assign {', '.join(seq)} and {', '.join(longest)} in a different order")
+    return list(longest)
+
+
+def _value_names(arms: list[_Arm]) -> set[str]:
+    out: set[str] = set()
+    for arm in arms:
+        for _, v, _ in arm.targets:
+            if isinstance(v, (cst.Name, cst.Attribute, cst.Subscript)) or _is_view(v):
+                out |= A.names_in(v)
+    return out
+
+
+def _is_view(v: cst.CSTNode) -> bool:
+    if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute):
+        return v.func.attr.value in ("view", "view_as", "reshape", "transpose", "permute", "squeeze", "unsqueeze",
+                                     "expand", "expand_as", "t", "detach", "contiguous", "to", "type_as", "flatten")
+    return isinstance(v, cst.Attribute) and v.attr.value in A.VIEW_ATTRS
+
+
+def _names_outside(func: cst.FunctionDef, node: cst.If, following_return: Optional[cst.CSTNode]) -> set[str]:
+    found: set[str] = set()
+
+    def walk(n: cst.CSTNode) -> None:
+        if n is node or n is following_return:
+            return
+        if isinstance(n, cst.Name):
+            found.add(n.value)
+            return
+        if isinstance(n, cst.Attribute):
+            walk(n.value)
+            return
+        for c in n.children:
+            walk(c)
+
+    walk(func.params)
+    walk(func.body)
+    return found
+
+
+def _mutated_names(func: cst.FunctionDef, node: cst.If) -> set[str]:
+    """Names updated in place anywhere in the function outside the `if` itself."""
+    found: set[str] = set()
+    for n in A._iter(func.body):
+        if n is node:
+            continue
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
+            attr = n.func.attr.value
+            if attr.endswith("_") and not attr.endswith("__"):
+                found |= _root_names(n.func.value)
+        elif isinstance(n, cst.AugAssign):
+            found |= _root_names(n.target)
+        elif isinstance(n, cst.AssignTarget) and isinstance(n.target, (cst.Subscript, cst.Attribute)):
+            found |= _root_names(n.target.value)
+    return found
+
+
+def _root_names(n: cst.CSTNode) -> set[str]:
+    while isinstance(n, (cst.Attribute, cst.Subscript)):
+        n = n.value
+    return {n.value} if isinstance(n, cst.Name) else set()
+
+
+def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: SourceFile) -> bool:
+    """``name`` is certainly bound when ``node`` runs: a parameter, or assigned by a statement
+    that runs before it on every path (a preceding sibling in an enclosing block)."""
+    params = func.params
+    all_params = list(params.params) + list(params.posonly_params) + list(params.kwonly_params)
+    for extra in (params.star_arg, params.star_kwarg):
+        if isinstance(extra, cst.Param):
+            all_params.append(extra)
+    if any(p.name.value == name for p in all_params):
+        return True
+    child: cst.CSTNode = node
+    parent = source.parent(child)
+    while parent is not None and parent is not func:
+        body = getattr(parent, "body", None)
+        if isinstance(body, (list, tuple)):
+            for stmt in body:
+                if stmt is child:
+                    break
+                if _binds(stmt, name):
+                    return True
+        child, parent = parent, source.parent(parent)
+    if parent is func and isinstance(func.body, cst.IndentedBlock):
+        for stmt in func.body.body:
+            if stmt is child:
+                break
+            if _binds(stmt, name):
+                return True
+    return False
+
+
+def _binds(stmt: cst.CSTNode, name: str) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for s in stmt.body:
+        if isinstance(s, cst.Assign):
+            for t in s.targets:
+                if name in _target_names(t.target):
+                    return True
+        elif isinstance(s, (cst.AnnAssign, cst.AugAssign)) and isinstance(s.target, cst.Name) and s.target.value == name:
+            return s.value is not None if isinstance(s, cst.AnnAssign) else True
+    return False
+
+
+def _target_names(t: cst.CSTNode) -> set[str]:
+    if isinstance(t, cst.Name):
+        return {t.value}
+    if isinstance(t, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for el in t.elements:
+            out |= _target_names(el.value)
+        return out
+    return set()
+
+
+def _fresh_names(func: cst.FunctionDef, n: int) -> list[str]:
+    used = A.names_in(func)
+    out = []
+    k = 0
+    while len(out) < n:
+        name = "_gm_cond" if k == 0 else f"_gm_cond{k}"
+        if name not in used:
+            out.append(name)
+        k += 1
+    return out
+
+
+def _nested_where(torch_name: str, conds: list[str], values: list[str]) -> str:
+    """where(c1, v1, where(c2, v2, v3)); ``values`` has one more item than ``conds``."""
+    assert len(values) == len(conds) + 1
+    expr = values[-1]
+    for cond, value in zip(reversed(conds), reversed(values[:-1])):
+        expr = f"{torch_name}.where({cond}, {value}, {expr})"
+    return expr
+
+
+@dataclass(frozen=True)
+class _Indent:
+    column: int  # where the statement will start in the file
+    text: str  # its indentation in the generated text
+
+
+def _fit(prefix: str, expr: str, indent: _Indent) -> str:
+    """One line when it fits; else the outer where's arguments one per line."""
+    line = prefix + expr
+    if indent.column + len(line) <= LINE_LIMIT or "\n" in expr:
+        return line
+    try:
+        call = cst.parse_expression(expr)
+    except cst.ParserSyntaxError:
+        return line
+    if not isinstance(call, cst.Call):
+        if isinstance(call, cst.Tuple):
+            return line
+        return line
+    inner = indent.text + "    "
+    args = ",\n".join(inner + A.code(a.value) if a.keyword is None else inner + A.code(a) for a in call.args)
+    return f"{prefix}{A.code(call.func)}(\n{args},\n{indent.text})"
+
+
+def _is_python_literal(v: cst.CSTNode) -> bool:
+    if isinstance(v, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        return True
+    if isinstance(v, cst.Name) and v.value in ("True", "False"):
+        return True
+    if isinstance(v, cst.UnaryOperation):
+        return _is_python_literal(v.expression)
+    return False
+
+
+_CAST_METHODS = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16",
+                 "int": "int32", "long": "int64", "bool": "bool", "short": "int16"}
+
+
+def _explicit_dtype(v: cst.CSTNode, t: A._Torch) -> Optional[str]:
+    if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute):
+        name = v.func.attr.value
+        if name in _CAST_METHODS and not v.args:
+            return _CAST_METHODS[name]
+        if name == "to":
+            for a in v.args:
+                d = A.dotted(a.value).split(".")
+                if len(d) == 2 and d[0] in t.torch_names and d[1] in A.DTYPE_NAMES:
+                    return {"half": "float16", "float": "float32", "double": "float64", "long": "int64", "int": "int32"}.get(d[1], d[1])
+    return None
+
+
+def _rank_change(v: cst.CSTNode) -> str:
+    """A coarse shape signature: 0-d reductions and rank-changing calls differ from the rest."""
+    if isinstance(v, cst.Call):
+        kind = v.func.attr.value if isinstance(v.func, cst.Attribute) else A.dotted(v.func).split(".")[-1]
+        if kind in A.WHOLE_REDUCTIONS | A.BOOL_REDUCTIONS and (not v.args or (not isinstance(v.func, cst.Attribute) and len(v.args) == 1)):
+            return "0-d"
+        if kind in ("unsqueeze",):
+            return "unsqueeze"
+        if kind in ("squeeze", "flatten"):
+            return kind
+    return "same"

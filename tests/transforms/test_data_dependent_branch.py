@@ -1,0 +1,396 @@
+"""GM101: the must-decline suite, the shapes it accepts, and numeric checks of its rewrites."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from graphmend.model import Decline, Fix, Safety
+from graphmend.transforms.base import RuleContext, SourceFile
+from graphmend.transforms.data_dependent_branch import DataDependentBranch
+from graphmend.transforms.engine import fix_text
+
+RULE = DataDependentBranch()
+STATIC = RuleContext(threshold=Safety.UNSAFE)
+DYNAMIC = RuleContext(threshold=Safety.UNSAFE, verified=True)
+
+
+def _src(body: str) -> str:
+    return "import torch\nimport torch.nn.functional as F\n\n" + textwrap.dedent(body).lstrip("\n")
+
+
+def _outcomes(text: str, *, dynamic: bool):
+    source = SourceFile("m.py", text)
+    if dynamic:
+        # Dynamo reports the line of the `if`: give the rule every `if` line, as the fix loop would.
+        lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.lstrip().startswith("if ")]
+        return RULE.run(source, DYNAMIC, lines)
+    return RULE.run(source, STATIC, None)
+
+
+# Programs where a torch.where rewrite would change behaviour; each with a piece of the reason.
+MUST_DECLINE = {
+    "print in the branch": ("""
+        def f(x):
+            if x.sum() > 0:
+                print("positive")
+            return x
+        """, 'print("positive")` for its effect'),
+    "in-place op in the branch": ("""
+        def f(x):
+            y = x
+            if x.sum() > 0:
+                y = x.add_(1)
+            return y
+        """, "in place (`.add_()`)"),
+    "augmented assignment": ("""
+        def f(x):
+            if x.sum() > 0:
+                x += 1
+            return x
+        """, "`x += 1` may update a tensor in place"),
+    "attribute write": ("""
+        def f(self, x):
+            if x.sum() > 0:
+                self.count = self.count + 1
+            return x
+        """, "writes the attribute `self.count`"),
+    "buffer rebinding": ("""
+        def f(self, x):
+            if (x > 0).any():
+                self.running = x.mean()
+            return x
+        """, "writes the attribute `self.running`"),
+    "subscript write": ("""
+        def f(x):
+            if x.sum() > 0:
+                x[0] = 0
+            return x
+        """, "writes into `x[0]` in place"),
+    "call valid only under its predicate (computed index)": ("""
+        def f(x, idx):
+            y = x
+            if (idx < x.shape[0]).all():
+                y = x[idx]
+            return y
+        """, "computed index"),
+    "item predicate": ("""
+        def f(x):
+            if x.sum().item() > 0:
+                x = x * 2
+            return x
+        """, "`.item()`"),
+    "tolist predicate": ("""
+        def f(x):
+            if x.tolist()[0] > 0:
+                x = x * 2
+            return x
+        """, "`.tolist()`"),
+    "torch.equal predicate": ("""
+        def f(x, y):
+            if torch.equal(x, y):
+                x = x * 2
+            return x
+        """, "`equal()`"),
+    "allclose predicate": ("""
+        def f(x, y):
+            if torch.allclose(x, y):
+                x = x * 2
+            return x
+        """, "`allclose()`"),
+    "None arm": ("""
+        def f(x):
+            if x.sum() > 0:
+                y = None
+            else:
+                y = x
+            return y
+        """, "None in one branch"),
+    "different dtypes": ("""
+        def f(x):
+            if x.sum() > 0:
+                y = x.half()
+            else:
+                y = x.bfloat16()
+            return y
+        """, "dtype bfloat16 in one branch and float16"),
+    "different shapes": ("""
+        def f(x):
+            if x.sum() > 0:
+                y = x.sum()
+            else:
+                y = x
+            return y
+        """, "different shape in each branch"),
+    "aliasing then in-place update": ("""
+        def f(x):
+            if x.sum() > 0:
+                y = x
+            else:
+                y = x * 2
+            y.mul_(2)
+            return y
+        """, "updated in place elsewhere"),
+    "random draw": ("""
+        def f(x):
+            if x.sum() > 0:
+                x = x + torch.rand_like(x)
+            return x
+        """, "draws random numbers"),
+    "dropout": ("""
+        def f(self, x):
+            if (x > 0).all():
+                x = F.dropout(x, p=0.1, training=self.training)
+            return x
+        """, "draws random numbers"),
+    "integer division": ("""
+        def f(x, n):
+            if x.sum() > 0:
+                x = x // n
+            return x
+        """, "integer division"),
+    "division with rounding_mode": ("""
+        def f(x, n):
+            if x.sum() > 0:
+                x = torch.div(x, n, rounding_mode="floor")
+            return x
+        """, "integer division"),
+    "break inside the branch": ("""
+        def f(xs):
+            for x in xs:
+                if (x > 0).all():
+                    break
+            return xs
+        """, "`break` inside the branch"),
+    "continue inside the branch": ("""
+        def f(xs):
+            out = []
+            for x in xs:
+                if (x > 0).all():
+                    continue
+                out.append(x)
+            return out
+        """, "`continue` inside the branch"),
+    "return in only one branch": ("""
+        def f(x):
+            if x.sum() > 0:
+                return x
+            y = x * 2
+            return y
+        """, "is not followed by a `return`"),
+    "raise in the branch": ("""
+        def f(x):
+            if (x < 0).any():
+                raise ValueError("negative")
+            return x
+        """, "`raise` inside the branch"),
+    "unknown function": ("""
+        def f(x):
+            if x.sum() > 0:
+                x = helper(x)
+            return x
+        """, "calls helper()"),
+    "submodule call in one branch": ("""
+        def f(self, x):
+            if x.sum() > 0:
+                x = self.proj(x)
+            return x
+        """, "self.proj()"),
+    "Python number in one branch": ("""
+        def f(x):
+            if x.sum() > 0:
+                y = 0
+            else:
+                y = x
+            return y
+        """, "Python value `0`"),
+    "name unbound on the other path": ("""
+        def f(x):
+            if x.sum() > 0:
+                y = x * 2
+            return y
+        """, "not bound before the `if`"),
+    "loop inside the branch": ("""
+        def f(x):
+            if x.sum() > 0:
+                for _ in range(3):
+                    x = x * 2
+            return x
+        """, "compound statement"),
+    "yield in the branch": ("""
+        def f(x):
+            if x.sum() > 0:
+                yield x
+            return x
+        """, "suspends the function"),
+    "assert in the branch": ("""
+        def f(x):
+            if x.sum() > 0:
+                assert x.shape[0] > 1
+            return x
+        """, "`assert` inside the branch"),
+    "setup read before assigned in a loop": ("""
+        def f(xs, x):
+            acc = x
+            for t in xs:
+                if t.sum() > 0:
+                    acc = acc + scale
+                    scale = t.mean()
+            return acc
+        """, "follows a selected assignment"),
+}
+
+
+def test_must_decline_suite_is_large_enough():
+    assert len(MUST_DECLINE) >= 20
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("case", sorted(MUST_DECLINE))
+def test_must_decline(case, dynamic):
+    body, reason = MUST_DECLINE[case]
+    text = _src(body)
+    outcomes = _outcomes(text, dynamic=dynamic)
+    assert not any(isinstance(o, Fix) for o in outcomes), [o for o in outcomes if isinstance(o, Fix)]
+    declines = [o for o in outcomes if isinstance(o, Decline)]
+    if not dynamic and not declines:
+        # Static mode skips conditions that do not evidently involve a tensor: no rewrite,
+        # and that is the behaviour under test (nothing may change).
+        assert fix_text("m.py", text, STATIC, [RULE]).text == text
+        return
+    assert declines, outcomes
+    assert any(reason in d.reason for d in declines), [d.reason for d in declines]
+    assert fix_text("m.py", text, DYNAMIC if dynamic else STATIC, [RULE],
+                    {"GM101": range(1, 100)} if dynamic else None).text == text
+
+
+# --------------------------------------------------------------------------------------------
+# The accepted shapes, run numerically
+
+
+def _load(text: str, name: str = "f"):
+    ns: dict = {}
+    exec(compile(text, "<gm101>", "exec"), ns)
+    return ns[name]
+
+
+def _fixed(text: str, *, dynamic: bool = False) -> str:
+    result = fix_text("m.py", text, DYNAMIC if dynamic else STATIC, [RULE],
+                      {"GM101": range(1, 200)} if dynamic else None)
+    assert result.applied, ([d.reason for d in result.declined], result.failed)
+    return result.text
+
+
+def test_whole_tensor_clamp_keeps_a_0d_condition():
+    text = _src("""
+        def f(h):
+            if h.dtype == torch.float16 and (torch.isinf(h).any() or torch.isnan(h).any()):
+                clamp_value = torch.finfo(h.dtype).max - 1000
+                h = torch.clamp(h, min=-clamp_value, max=clamp_value)
+            return h
+        """)
+    new = _fixed(text)
+    assert "torch.isinf(h).any() | torch.isnan(h).any()" in new
+    assert "torch.where(torch.isinf(h) |" not in new  # never element-wise
+    assert "if h.dtype == torch.float16:" in new  # the static conjunct stays a Python if
+    before, after = _load(text), _load(new)
+    big = torch.full((2, 3), 60000.0, dtype=torch.float16)
+    with_inf = big.clone()
+    with_inf[0, 0] = float("inf")  # one inf: the WHOLE tensor is clamped, the 60000s too
+    for h in (big, with_inf, big.float(), torch.zeros(3, dtype=torch.float16)):
+        torch.testing.assert_close(after(h), before(h), rtol=0, atol=0, equal_nan=True)
+        assert after(h).dtype == before(h).dtype
+
+
+def test_elif_chain_to_nested_selects_numerically_equal():
+    text = _src("""
+        def f(x):
+            if x.max() > 2:
+                y = x * 3
+            elif x.max() > 1:
+                y = x * 2
+            else:
+                y = x - 1
+            return y
+        """)
+    new = _fixed(text)
+    assert new.count("torch.where(") == 2 and "if " not in new.split("def f")[1]
+    before, after = _load(text), _load(new)
+    for scale in (0.5, 1.5, 2.5):
+        x = torch.rand(4) * 0 + scale
+        assert torch.equal(after(x), before(x))
+
+
+def test_multiple_targets_bind_the_condition_once():
+    # The second select must not see the first one's new `x` in its condition.
+    text = _src("""
+        def f(x, y):
+            if (x > 0).all():
+                x = x - 10
+                y = y + x
+            return x, y
+        """)
+    new = _fixed(text)
+    assert "_gm_cond = (x > 0).all()" in new
+    before, after = _load(text), _load(new)
+    for x in (torch.ones(3), -torch.ones(3)):
+        y = torch.arange(3.0)
+        for a, b in zip(after(x, y), before(x, y)):
+            assert torch.equal(a, b)
+
+
+def test_nan_prone_branch_is_unsafe():
+    text = _src("""
+        def f(x):
+            if (x > 0).all():
+                x = torch.log(x)
+            return x
+        """)
+    outcomes = _outcomes(text, dynamic=False)
+    fixes = [o for o in outcomes if isinstance(o, Fix)]
+    assert fixes and fixes[0].safety is Safety.UNSAFE and "NaN" in fixes[0].notes
+    # at the default threshold it is reported, not applied
+    result = fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), [RULE])
+    assert result.text == text and result.skipped and "--unsafe-fixes" in result.skipped[0].reason
+
+
+def test_suppression_comment_is_honoured():
+    text = _src("""
+        def f(x):
+            if x.sum() > 0:  # graphmend: ignore[GM101]
+                x = x * 2
+            return x
+        """)
+    result = fix_text("m.py", text, STATIC, [RULE])
+    assert result.text == text and result.suppressed and not result.applied
+
+
+def test_import_torch_added_when_missing():
+    text = "def f(x):\n    if (x > 0).any():\n        x = x * 2\n    return x\n"
+    source = SourceFile("m.py", text)
+    # no `torch` in the file, so the cheap prefilter skips it; the rule itself still adds the import
+    fix = RULE.rewrite(next(iter(RULE.sites(source))), source, STATIC)
+    assert isinstance(fix, Fix)
+    from graphmend.transforms.engine import apply_fix_list
+
+    new = apply_fix_list(text, [fix])
+    assert new.startswith("import torch\n") and "torch.where((x > 0).any(), x * 2, x)" in new
+
+
+def test_static_mode_ignores_python_conditions_and_dynamic_trusts_dynamo():
+    text = _src("""
+        def f(x):
+            if x > 0:
+                x = x * 2
+            return x
+        """)
+    assert fix_text("m.py", text, STATIC, [RULE]).text == text  # cannot tell x is a tensor
+    new = _fixed(text, dynamic=True)  # Dynamo said this `if` is on a tensor
+    assert "torch.where((x > 0).bool().reshape(()), x * 2, x)" in new
+    before, after = _load(text), _load(new)
+    for v in (-1.0, 2.0):
+        assert torch.equal(after(torch.tensor(v)), before(torch.tensor(v)))
+    with pytest.raises(RuntimeError):  # a many-element condition still raises, never broadcasts
+        after(torch.ones(3))
