@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import linecache
 import logging
 import platform
@@ -130,6 +131,11 @@ class _Recorder:
         # Only soft failures fall back to eager; anything else propagates to the target's
         # call and becomes the target's error.
         if not isinstance(exc, (Unsupported, UserError)):
+            return
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            # Dynamo never compiles a generator as a frame of its own ("Attempt to trace
+            # generator"): it only gets here when its caller already runs eagerly, so running it
+            # eagerly costs no graph. Inside a traced caller it is inlined, not skipped.
             return
         skipped = (code.co_name, code.co_filename, code.co_firstlineno)
         for event in reversed(self.events):
