@@ -1,0 +1,185 @@
+"""What the three deferred-side-effect rules (GM201 print, GM202 logging, GM203 warnings) share.
+
+A rule names the calls it recognises (:meth:`DeferredCallRule.classify`); this base proves that
+one can be deferred and writes the fix. The rewrite only wraps the *callee*::
+
+    logger.warning("x is %s", x)
+    _graphmend_deferred(logger.warning, "log", 12, "forward")("x is %s", x)
+
+In eager mode ``_graphmend_deferred`` returns ``logger.warning`` itself, so the call runs exactly
+as before, from the same line. Under ``torch.compile`` it returns a recorder that copies the
+arguments into the graph's side effects; the boundary (``_boundary.py``) replays the call after
+the compiled call with the original location (line 12, function ``forward``, this file). Only
+the callee's text changes and no line is added, so every location in the file stays put.
+
+Legality, each failing condition a Decline: the call is a statement of its own (its result is
+unused: a recorder has nothing to return); it runs inside a function; its arguments do not
+name the caller's location (``stacklevel``, ``stack_info``); the name is the real ``print`` /
+logger / ``warnings`` (not rebound). Safety: ``safe`` when a boundary is proven to run after the
+region (the call is inside a module class of this file that defines ``forward``, or a function
+compiled here) and nothing in the region may raise after the call; otherwise ``unsafe``, and
+without a boundary the fix is the ``is_compiling()`` guard instead (messages skipped under
+compile, which the notes say).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Union
+
+import libcst as cst
+
+from graphmend.model import Category, Decline, Fix, Safety, fingerprint
+from graphmend.transforms import _boundary as B
+from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
+
+
+class DeferredCallRule(Transform):
+    """Base of GM201-GM203 (no ``code``: the registry skips it)."""
+
+    categories = (Category.SIDE_EFFECT,)
+    safety = Safety.SAFE
+
+    # -- for subclasses ---------------------------------------------------------------------
+
+    def classify(self, call: cst.Call, source: SourceFile) -> Optional[str]:
+        """The replay kind for a call this rule handles (``call``/``log``/``root-log``/``warn``), or None."""
+        raise NotImplementedError
+
+    def refuse(self, call: cst.Call, source: SourceFile, kind: str) -> Optional[str]:
+        """A reason this particular call cannot be deferred (argument checks), or None."""
+        return None
+
+    # -- the Transform contract -------------------------------------------------------------
+
+    def prefilter(self, text: str) -> bool:
+        return any(word in text for word in ("print", "logg", "warn"))
+
+    def sites(self, source: SourceFile) -> Iterable[cst.CSTNode]:
+        for call in iter_nodes(source.module, (cst.Call,)):
+            if self.classify(call, source) is not None:  # type: ignore[arg-type]
+                yield call
+
+    def site_lines(self, node: cst.CSTNode, source: SourceFile) -> range:
+        return range(source.line(node), source.end_line(node) + 1)
+
+    def rewrite(self, node: cst.CSTNode, source: SourceFile, ctx: RuleContext) -> Union[Fix, Decline]:
+        assert isinstance(node, cst.Call)
+        call = node
+        kind = self.classify(call, source)
+        assert kind is not None
+        shown = _short(source.code(call.func))
+        parent = source.parent(call)
+        if not isinstance(parent, cst.Expr):
+            return self.decline(source, call, f"the result of {shown}(...) is used; a deferred call has no result to give back")
+        func = B.enclosing_function(source, call)
+        if func is None:
+            return self.decline(source, call, f"{shown}(...) runs at module level, outside any compiled region")
+        if any(isinstance(a.value, (cst.Await,)) for a in call.args):
+            return self.decline(source, call, "an argument awaits; it cannot be recorded")
+        if any(a.star for a in call.args) and kind in ("log", "root-log", "warn"):
+            return self.decline(source, call, f"{shown}(...) takes *args/**kwargs; which argument is the level, message or stacklevel is unknown")
+        reason = self.refuse(call, source, kind)
+        if reason:
+            return self.decline(source, call, reason)
+        placement = B.plan(source, call)
+        if not placement.proven:
+            return self._guard_fix(call, source, shown, placement)
+        line = B.call_line(source, call)
+        function = B.code_name(source, call)
+        if kind == "call":
+            suffix = f', "{kind}")'
+        else:
+            suffix = f', "{kind}", {line}, "{function}")'
+        edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + B.runtime_edits(source)
+        raises = B.region_may_raise(source, call)
+        notes = (
+            f"Eager mode runs {shown}(...) as written. Under torch.compile it is recorded with its "
+            f"arguments copied and replayed after the compiled call by the boundary on {placement.where}."
+        )
+        safety = Safety.SAFE
+        if raises:
+            safety = Safety.UNSAFE
+            notes += f" Unsafe: {raises}."
+        return Fix(
+            rule=self.code,
+            title=f"defer {shown}(...) out of the compiled region",
+            safety=safety,
+            edits=edits,
+            file=source.path,
+            line=source.line(call),
+            fingerprint=self._fingerprint(source, call),
+            notes=notes,
+        )
+
+    # -- the fallback when no boundary is proven ---------------------------------------------
+
+    def _guard_fix(self, call: cst.Call, source: SourceFile, shown: str, placement: B.Placement) -> Union[Fix, Decline]:
+        stmt = source.parent(source.parent(call))
+        torch = source.torch_name()
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or torch is None:
+            return self.decline(source, call, placement.why_not)
+        expr = stmt.body[0]
+        edit = B.wrap_text(source, expr, f"if not {torch}.compiler.is_compiling(): ", "")
+        return Fix(
+            rule=self.code,
+            title=f"skip {shown}(...) under torch.compile",
+            safety=Safety.UNSAFE,
+            edits=(edit,),
+            file=source.path,
+            line=source.line(call),
+            fingerprint=self._fingerprint(source, call),
+            notes=(
+                f"Unsafe: under torch.compile {shown}(...) no longer runs at all (its output is lost); "
+                f"eager mode is unchanged. To keep the output instead: {placement.why_not}."
+            ),
+        )
+
+    def _fingerprint(self, source: SourceFile, node: cst.CSTNode) -> str:
+        line = source.line(node)
+        return fingerprint(source.path, source.function_name(node), self.code, source.lines[line - 1])
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
+def is_int_literal(arg: Optional[cst.Arg], value: int) -> bool:
+    return arg is not None and isinstance(arg.value, cst.Integer) and arg.value.evaluated_value == value
+
+
+def imported_names(source: SourceFile, module: str) -> tuple[set[str], dict[str, str]]:
+    """Module-level ``import module [as m]`` names, and ``from module import x [as y]`` (y -> x)."""
+    modules: set[str] = set()
+    members: dict[str, str] = {}
+    for stmt in source.module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if _dotted(alias.name) == module:
+                        modules.add(alias.asname.name.value if alias.asname else module)  # type: ignore[union-attr]
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and _dotted(small.module) == module:
+                if isinstance(small.names, cst.ImportStar):
+                    continue
+                for alias in small.names:
+                    real = _dotted(alias.name)
+                    members[alias.asname.name.value if alias.asname else real] = real  # type: ignore[union-attr]
+    return modules, members
+
+
+def _dotted(node: cst.CSTNode) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return _dotted(node.value) + "." + node.attr.value
+    return ""
