@@ -1,0 +1,118 @@
+"""``examples/``: the demo repository's breaks, counted by hand, found exactly by ``graphmend check``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+
+ENC, DEC, POOL, CLEAN = (f"src/tinymodels/{m}.py" for m in ("encoder", "decoder", "pooling", "clean"))
+
+# The hand count: (file, line, category, GB id, rule, a piece of the source line).
+HAND_COUNT = {
+    "tiny-encoder": [
+        # the fp16 overflow clamp in each layer; the encoder loops over its layers, so under
+        # torch 2.13 the break also makes Dynamo skip the rest of the encoder's forward
+        (ENC, 16, "data-dependent-branch", "GB0170", "GM101", "torch.isinf(h).any() or torch.isnan(h).any()"),
+        (ENC, 16, "skipped-frame", "GB7000", "GM101", "torch.isinf(h).any() or torch.isnan(h).any()"),
+        (ENC, 29, "validation", "GB0170", "GM301", "if (attention_mask.sum(dim=-1) == 0).any():"),
+    ],
+    "tiny-decoder": [
+        (DEC, 23, "data-dependent-branch", "GB0170", "GM101", "if seq_len > self.original_max_position:"),
+        (DEC, 42, "side-effect", "GB0291", "GM202", "logger.warning_once("),
+        (DEC, 46, "side-effect", "GB0059", "GM201", 'print("decoder hidden", h.shape)'),
+    ],
+    "tiny-pooler": [
+        (POOL, 14, "scalar", "GB0124", None, "steps = int(lengths.max().item())"),
+    ],
+    "tiny-mlp": [],
+}
+GRAPHS = {"tiny-encoder": 3, "tiny-decoder": 5, "tiny-pooler": 2, "tiny-mlp": 1}
+
+
+def graphmend(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "graphmend", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def checked():
+    proc = graphmend("check", "--format", "json", cwd=EXAMPLES)
+    return proc, json.loads(proc.stdout)
+
+
+def test_hand_count(checked):
+    proc, report = checked
+    assert proc.returncode == 1, proc.stderr  # breaks found
+    found = {
+        t["name"]: [(b["file"], b["line"], b["category"], b["gb_id"], b["rule"]) for b in t["breaks"]]
+        for t in report["targets"]
+    }
+    assert found == {name: [row[:5] for row in rows] for name, rows in HAND_COUNT.items()}
+    for t in report["targets"]:
+        assert t["error"] is None
+        for b, row in zip(t["breaks"], HAND_COUNT[t["name"]]):
+            assert row[5] in b["source_line"]
+            assert b["verified"] and not b["outside_paths"] and b["fixable"] == (row[4] is not None)
+    # nothing of the clean module, ever
+    assert not [b for b in report["static"] if b["file"] == CLEAN]
+
+
+def test_totals_agree_with_a_counting_backend(checked):
+    """Break counts are the distinct findings; graph counts match a counting backend run here."""
+    _, report = checked
+    for t in report["targets"]:
+        assert t["break_count"] == len(t["breaks"])
+        assert t["skipped_frames"] == sum(b["category"] == "skipped-frame" for b in t["breaks"])
+        assert t["graph_count"] == GRAPHS[t["name"]], t["name"]
+    code = (
+        "import json, sys, torch, torch._dynamo\n"
+        "sys.path.insert(0, '.')\n"
+        "import tools.graphmend_targets as T\n"
+        "out = {}\n"
+        "for name, dtype in [('tiny_encoder', torch.float16), ('tiny_decoder', torch.float32), ('tiny_pooler', torch.float32), ('tiny_mlp', torch.float32)]:\n"
+        "    torch._dynamo.reset()\n"
+        "    built = getattr(T, name)(dtype=dtype)\n"
+        "    graphs = []\n"
+        "    fn = torch.compile(built[0], backend=lambda gm, ex: graphs.append(gm) or gm.forward)\n"
+        "    with torch.no_grad():\n"
+        "        fn(*built[1], **(built[2] if len(built) > 2 else {}))\n"
+        "    out[name.replace('_', '-')] = len(graphs)\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr
+    counted = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert counted == {t["name"]: t["graph_count"] for t in report["targets"]}
+
+
+def test_environment_is_recorded(checked):
+    _, report = checked
+    envs = {t["name"]: t["environment"] for t in report["targets"]}
+    assert envs["tiny-encoder"]["dtype"] == "float16" and envs["tiny-decoder"]["dtype"] == "float32"
+    assert all(e["torch_version"].startswith("2.13") and e["backend"] == "eager" and e["device"] == "cpu" for e in envs.values())
+
+
+def test_static_finds_the_fixable_sites_without_running_anything():
+    proc = graphmend("check", "--no-dynamic", "--format", "json", cwd=EXAMPLES)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["targets"] == []
+    found = sorted((b["file"], b["line"], b["rule"]) for b in report["static"])
+    fixable = sorted((f, line, rule) for rows in HAND_COUNT.values() for f, line, cat, _, rule, _ in rows
+                     if rule and cat != "skipped-frame")
+    assert found == fixable
+    assert all(not b["verified"] for b in report["static"])
+
+
+def test_demo_runs_check_on_the_examples(tmp_path):
+    proc = graphmend("demo", "--no-dynamic", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert {b["file"] for b in json.loads(proc.stdout)["static"]} == {ENC, DEC}
