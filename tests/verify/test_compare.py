@@ -1,0 +1,53 @@
+"""The parent-side comparison helpers, without workers."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+
+import torch
+
+from graphmend.verify.compare import LineMap, Stats, compare_tensor
+from graphmend.verify.worker import flatten
+
+
+def test_flatten_tuples_dicts_dataclasses_and_model_outputs():
+    @dataclasses.dataclass
+    class Out:
+        logits: torch.Tensor
+        n: int
+
+    class ModelOutputLike(OrderedDict):
+        pass
+
+    out = (torch.ones(2), {"a": Out(torch.zeros(1), 3)}, ModelOutputLike(loss=torch.tensor(1.0)), None)
+    paths = [p for p, _ in flatten(out)]
+    assert paths == ["out[0]", "out[1]['a'].logits", "out[1]['a'].n", "out[2]['loss']", "out[3]"]
+
+
+def test_tight_and_loose_tolerances():
+    stats = Stats()
+    x = torch.randn(100)
+    assert compare_tensor(x, x.clone(), tight=True, rtol=None, atol=None, stats=stats) is None
+    nudged = x + 1e-5
+    assert compare_tensor(nudged, x, tight=True, rtol=None, atol=None, stats=stats) is not None  # eager vs eager
+    assert compare_tensor(nudged, x, tight=False, rtol=None, atol=None, stats=stats) is None  # compiled: fp32 defaults
+    assert compare_tensor(nudged, x, tight=False, rtol=0.0, atol=1e-7, stats=stats) is not None  # configured tighter
+    assert "shape" in compare_tensor(x[:3], x[:4], tight=True, rtol=None, atol=None, stats=stats)
+    assert "dtype" in compare_tensor(x.double(), x, tight=False, rtol=None, atol=None, stats=stats)
+    nan = torch.tensor([float("nan"), 1.0])
+    assert compare_tensor(nan, nan.clone(), tight=True, rtol=None, atol=None, stats=Stats()) is None
+    assert stats.max_abs > 9e-6
+
+
+def test_line_map_follows_inserted_and_rewritten_lines(tmp_path):
+    before, after = tmp_path / "b", tmp_path / "a"
+    before.mkdir(), after.mkdir()
+    (before / "m.py").write_text("a\nb\nprint(x)\nc\n")
+    (after / "m.py").write_text("import y\na\nb\ny.record(print, x)\nc\n")
+    lines = LineMap(before, after)
+    assert lines.accepts("m.py", 2, "m.py", 3)  # unchanged, shifted by the insertion
+    assert not lines.accepts("m.py", 2, "m.py", 2)
+    assert lines.accepts("m.py", 3, "m.py", 4)  # the rewritten line
+    assert not lines.accepts("m.py", 3, "m.py", 5)
+    assert lines.rel(str(after / "m.py"), after) == "m.py"

@@ -1,0 +1,81 @@
+"""verify on a small real repository, real Dynamo on CPU (backend "eager"), real git."""
+
+from __future__ import annotations
+
+from graphmend.config import load_config
+from graphmend.model import Edit, Fix, Safety, to_dict
+from graphmend.schemas import validate
+from graphmend.verify import verify, verify_fixes
+from tests.verify.repo_files import BRANCH, MODEL, SWAPPED, WHERE, files
+
+
+def branch_fix(replacement: str, fingerprint: str) -> Fix:
+    start = MODEL.splitlines().index("        if x.sum() > 0:") + 1
+    edit = Edit(file="pkg/model.py", start_line=start, end_line=start + 3, new_text=replacement, old_text=BRANCH)
+    return Fix(rule="GM101", title="predicate the branch", safety=Safety.SAFE, edits=(edit,), file="pkg/model.py",
+               line=start, fingerprint=fingerprint)
+
+
+def test_equivalent_fix_verifies_and_swapped_where_arms_are_withdrawn(make_repo):
+    root = make_repo(files())
+    config = load_config(root)
+    good, swapped = branch_fix(WHERE, "good"), branch_fix(SWAPPED, "swapped")
+    report = verify_fixes(config, [good, swapped], grad=True)
+    validate("verify", to_dict(report))
+
+    verdicts = {f.fingerprint: f for f in report.fixes}
+    assert verdicts["good"].ok and verdicts["good"].alone
+    assert not verdicts["swapped"].ok and not verdicts["swapped"].alone
+    assert "output differs" in verdicts["swapped"].reason
+    assert report.withdrawn == (verdicts["swapped"],)
+    assert report.passed_fingerprints == {"good"}
+    assert report.failed  # a withdrawn fix is never green
+
+    # The report describes the tree with the passing fix: equivalent (outputs, gradients,
+    # printed text, log records, the failing guard), with one break fewer.
+    (target,) = report.targets
+    assert target.ok, target.mismatches
+    assert target.cases == 4 and target.failing_cases == 1
+    assert target.max_abs_error_eager == 0.0
+    assert target.breaks_before is not None and target.breaks_after is not None
+    assert target.breaks_after < target.breaks_before
+    assert target.environment.backend == "eager" and target.environment.torch_version
+    # The working tree itself was never touched.
+    assert (root / "pkg/model.py").read_text() == MODEL
+
+
+def test_changed_print_exception_type_log_site_and_weights_are_caught(make_repo):
+    root = make_repo(files())
+    changed = (MODEL.replace('print("toy forward")', 'print("toy forward!")')
+               .replace('raise ValueError("activation too large")', 'raise RuntimeError("activation too large")')
+               .replace('        log.warning("scaled")\n', '        note()\n')
+               .replace("class Toy(", 'def note():\n    log.warning("scaled")\n\n\nclass Toy('))
+    (root / "pkg/model.py").write_text(changed)
+    report = verify(load_config(root), base="HEAD", count_breaks=False)
+    validate("verify", to_dict(report))
+    (target,) = report.targets
+    assert not target.ok and report.failed
+    kinds = {(m.kind, m.check) for m in target.mismatches}
+    assert {("stdout", "eager"), ("stdout", "compiled"), ("exception", "eager"), ("exception", "compiled"),
+            ("log", "eager")} <= kinds
+    exc = next(m for m in target.mismatches if m.kind == "exception" and m.check == "eager")
+    assert exc.case == "inputs[2]" and "RuntimeError instead of ValueError" in exc.detail
+    stdout = next(m for m in target.mismatches if m.kind == "stdout")
+    assert "toy forward!" in stdout.detail
+    log = next(m for m in target.mismatches if m.kind == "log")
+    assert "funcName 'note' instead of 'forward'" in log.detail
+
+
+def test_renamed_weights_are_a_state_mismatch_and_a_bad_base_is_one_line(make_repo):
+    import pytest
+
+    from graphmend.trees import TreeError
+
+    root = make_repo(files())
+    (root / "pkg/model.py").write_text(MODEL.replace("self.fc", "self.proj"))
+    with pytest.raises(TreeError, match="unknown revision"):
+        verify(load_config(root), base="no-such-rev")
+    report = verify(load_config(root), base="HEAD", count_breaks=False)
+    (target,) = report.targets
+    state = [m for m in target.mismatches if m.kind == "state"]
+    assert state and "fc.weight" in state[0].detail or "proj.weight" in state[0].detail
