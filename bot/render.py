@@ -21,7 +21,6 @@ from bot.review import Benchmark, Finding, FixProposal, Review, TargetSummary
 # GitHub rejects bodies over 65,536 characters; keep a margin for the markers.
 BODY_LIMIT = 65_000
 GB_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
-RULE_URL = "https://github.com/graphmend/graphmend/blob/main/docs/rules/{}.md"
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
@@ -34,7 +33,7 @@ def escape(text: Optional[str], limit: int = 300) -> str:
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     text = _MD_SPECIAL.sub(r"\\\1", text)
     # no pings, no autolinked URLs, no emoji shortcodes turning into something else
-    return text.replace("@", "&#64;").replace("://", "&#58;//").replace(":", "&#58;")
+    return text.replace("@", "&#64;").replace("://", "&#58;//")
 
 
 def code_span(text: str) -> str:
@@ -62,9 +61,10 @@ def gb_link(gb_id: Optional[str]) -> str:
 
 
 def rule_link(rule: Optional[str]) -> str:
+    """A rule code; ``graphmend explain GMxxx`` prints its documentation."""
     if not rule or not re.fullmatch(r"GM\d{3}", rule):
         return ""
-    return f"[{rule}]({RULE_URL.format(rule)})"
+    return f"`{rule}`"
 
 
 def short(sha: str) -> str:
