@@ -1,0 +1,58 @@
+"""Helpers for the GM2xx/GM3xx tests: fix a program with the real rules, import it, count graphs."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+from graphmend.model import Safety
+from graphmend.transforms.base import RuleContext
+from graphmend.transforms.engine import fix_text
+from graphmend.transforms.registry import all_rules
+
+_counter = itertools.count()
+
+
+def fix_program(text: str, *, codes=("GM2", "GM3"), threshold: Safety = Safety.UNSAFE, path: str = "prog.py"):
+    """Run the selected rules in static mode (several rounds) and return the FileResult."""
+    rules = [r for r in all_rules() if r.code.startswith(tuple(codes))]
+    return fix_text(path, text, RuleContext(file=path, threshold=threshold), rules, rounds=4)
+
+
+def load_module(tmp_path: Path, text: str, stem: str = "prog"):
+    """Write ``text`` to a fresh file and import it under a unique name."""
+    name = f"{stem}_{next(_counter)}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class GraphCounter:
+    """A torch.compile backend that counts the graphs it is given (and runs them as they are)."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
+def graph_breaks() -> int:
+    from torch._dynamo.utils import counters
+
+    return sum(counters["graph_break"].values())
+
+
+def reset_dynamo() -> None:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
