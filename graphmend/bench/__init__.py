@@ -14,7 +14,7 @@ __all__ = ["ArmTiming", "BenchPoint", "BenchReport", "TargetBench", "bench"]
 
 
 def bench(*args: Any, **kwargs: Any) -> BenchReport:
-    """Measure the tree at ``base`` against the working tree; see graphmend.bench.bench.bench."""
-    from graphmend.bench.bench import bench as run
+    """Measure the tree at ``base`` against the working tree; see graphmend.bench.parent.bench."""
+    from graphmend.bench.parent import bench as run
 
     return run(*args, **kwargs)

@@ -20,16 +20,16 @@ __all__ = ["FixVerdict", "Mismatch", "TargetVerification", "VerifyReport", "veri
 
 
 def verify(*args: Any, **kwargs: Any) -> VerifyReport:
-    from graphmend.verify.verify import verify as run
+    from graphmend.verify.parent import verify as run
 
     return run(*args, **kwargs)
 
 
 def verify_fixes(*args: Any, **kwargs: Any) -> VerifyReport:
-    from graphmend.verify.verify import verify_fixes as run
+    from graphmend.verify.parent import verify_fixes as run
 
     return run(*args, **kwargs)
 
 
-verify.__doc__ = "Compare the tree at ``base`` with the working tree; see graphmend.verify.verify.verify."
-verify_fixes.__doc__ = "Verify fixes alone and together; see graphmend.verify.verify.verify_fixes."
+verify.__doc__ = "Compare the tree at ``base`` with the working tree; see graphmend.verify.parent.verify."
+verify_fixes.__doc__ = "Verify fixes alone and together; see graphmend.verify.parent.verify_fixes."

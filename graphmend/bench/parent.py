@@ -22,7 +22,7 @@ from graphmend.config import Config, TargetConfig
 from graphmend.model import Environment
 from graphmend.runner import Job, Runner, get_runner
 from graphmend.trees import tree_at
-from graphmend.verify.verify import job_device, select_targets
+from graphmend.verify.parent import job_device, select_targets
 
 Progress = Optional[Callable[[str], None]]
 

@@ -1,0 +1,72 @@
+"""``graphmend bench [--target NAME] [--base REV]``: cold start, steady state, throughput.
+
+"Before" is the tree at REV (default HEAD), "after" the working tree. Exit codes: 0 measured;
+1 a target that could not be measured; 2 a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from graphmend.commands import UsageError, config_from_args
+from graphmend.commands.verify import progress_to_stderr
+from graphmend.model import to_dict
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", action="append", metavar="NAME", help="bench only this target (repeatable)")
+    parser.add_argument("--base", default="HEAD", metavar="REV", help='the "before" tree (default: HEAD)')
+    parser.add_argument("--rounds", type=_positive, default=2, help="fresh-process runs per arm, interleaved (default: 2)")
+    parser.add_argument("--threads", type=_positive, default=None, help="threads per worker (default: OMP_NUM_THREADS or all CPUs)")
+    parser.add_argument("--warmup", type=int, default=None, help="override bench.warmup")
+    parser.add_argument("--repeat", type=_positive, default=None, help="override bench.repeat")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the markdown table to FILE")
+    parser.add_argument("--chart", metavar="FILE", help="also write a PNG chart of latency before and after")
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphmend.bench import bench
+    from graphmend.trees import TreeError
+
+    config = config_from_args(args)
+    if not config.targets:
+        raise UsageError(f"{config.display_file}: no targets configured: bench runs targets (see graphmend init)")
+    changes = {k: v for k, v in (("warmup", args.warmup), ("repeat", args.repeat)) if v is not None}
+    if changes.get("warmup", 0) < 0:
+        raise UsageError("--warmup: must be 0 or more")
+    if changes:
+        config = config.replace_section("bench", **changes)
+    try:
+        report = bench(config, args.target or None, base=args.base, progress=progress_to_stderr("bench"),
+                       rounds=args.rounds, threads=args.threads)
+    except TreeError as exc:
+        raise UsageError(str(exc)) from None
+    from graphmend.report.markdown_verify import render_bench_markdown, render_bench_text
+
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(render_bench_markdown(report))
+    if args.chart:
+        from graphmend.report.chart import write_chart
+
+        try:
+            write_chart(args.chart, bench_report=report)
+        except ValueError as exc:
+            print(f"graphmend bench: chart not written: {exc}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(to_dict(report), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_bench_text(report))
+    for t in report.targets:
+        if t.error:
+            print(f"graphmend bench: target {t.name}: {t.error}", file=sys.stderr)
+    return 1 if report.failed else 0

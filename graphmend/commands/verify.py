@@ -1,0 +1,63 @@
+"""``graphmend verify [--target NAME] [--base REV] [--grad]``.
+
+"Before" is the tree at REV (default HEAD), "after" the working tree: run ``fix``, then
+``verify``. Exit codes: 0 every target equivalent; 1 a difference or a target that could not
+run; 2 a usage or configuration error (an unknown revision included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from graphmend.commands import UsageError, config_from_args
+from graphmend.model import to_dict
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", action="append", metavar="NAME", help="verify only this target (repeatable)")
+    parser.add_argument("--base", default="HEAD", metavar="REV", help='the "before" tree (default: HEAD)')
+    parser.add_argument("--grad", action="store_true", help="compare gradients too")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the markdown report to FILE")
+    parser.add_argument("--chart", metavar="FILE", help="also write a PNG chart of graphs/breaks before and after")
+    parser.add_argument("--no-breaks", action="store_true", help="do not count graphs and breaks (faster)")
+
+
+def progress_to_stderr(verb: str):
+    def say(message: str) -> None:
+        print(f"graphmend {verb}: {message.split(': ', 1)[-1] if message.startswith(verb + ':') else message}",
+              file=sys.stderr, flush=True)
+
+    return say
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphmend.trees import TreeError
+    from graphmend.verify import verify
+
+    config = config_from_args(args)
+    if not config.targets:
+        raise UsageError(f"{config.display_file}: no targets configured: verify runs targets (see graphmend init)")
+    try:
+        report = verify(config, args.target or None, base=args.base, grad=args.grad, progress=progress_to_stderr("verify"),
+                        count_breaks=not args.no_breaks)
+    except TreeError as exc:
+        raise UsageError(str(exc)) from None
+    from graphmend.report.markdown_verify import render_verify_markdown, render_verify_text
+
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(render_verify_markdown(report))
+    if args.chart:
+        from graphmend.report.chart import write_chart
+
+        try:
+            write_chart(args.chart, verify_report=report)
+        except ValueError as exc:
+            print(f"graphmend verify: chart not written: {exc}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(to_dict(report), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_verify_text(report))
+    return 1 if report.failed else 0

@@ -1,0 +1,67 @@
+"""A PNG chart of what a fix buys: graph breaks and latency before/after per target.
+
+matplotlib with the Agg backend (no display needed); imported only when a chart is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from graphmend.bench.results import BenchReport
+from graphmend.verify.results import VerifyReport
+
+__all__ = ["write_chart"]
+
+BEFORE, AFTER = "#b0b7c3", "#2f7ed8"
+
+
+def write_chart(path: Path | str, verify_report: Optional[VerifyReport] = None, bench_report: Optional[BenchReport] = None,
+                title: str = "GraphMend: before vs after") -> Path:
+    """Write the chart to ``path`` (a .png) and return it. Panels: breaks (from verify),
+    cold start and steady state (from bench, first batch size of each target)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    panels = []
+    if verify_report is not None:
+        rows = [(t.name, t.breaks_before, t.breaks_after) for t in verify_report.targets
+                if t.breaks_before is not None and t.breaks_after is not None]
+        if not rows:
+            rows = [(t.name, t.graphs_before, t.graphs_after) for t in verify_report.targets
+                    if t.graphs_before is not None and t.graphs_after is not None]
+            label = "graphs"
+        else:
+            label = "graph breaks"
+        if rows:
+            panels.append((label, rows, "count"))
+    if bench_report is not None:
+        cold = [(t.name, t.points[0].before.cold_start_s, t.points[0].after.cold_start_s) for t in bench_report.targets if t.points]
+        steady = [(t.name, t.points[0].before.steady_s * 1000, t.points[0].after.steady_s * 1000) for t in bench_report.targets if t.points]
+        if cold:
+            panels.append(("cold start (first call, with compilation)", cold, "seconds"))
+            panels.append(("steady state (median call)", steady, "milliseconds"))
+    if not panels:
+        raise ValueError("nothing to chart: no counts in the verify report and no points in the bench report")
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, (name, rows, unit) in zip(axes[0], panels):
+        labels = [r[0] for r in rows]
+        xs = range(len(rows))
+        width = 0.38
+        ax.bar([x - width / 2 for x in xs], [r[1] for r in rows], width, label="before", color=BEFORE)
+        ax.bar([x + width / 2 for x in xs], [r[2] for r in rows], width, label="after", color=AFTER)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel(unit, fontsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,157 @@
+"""Readable renderings of verify and bench reports: terminal text and markdown tables.
+
+Pure functions of the report values (no torch, no I/O), so the demo, the CLI and the bot's
+benchmark comment render the same bytes for the same report.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from graphmend.bench.results import BenchReport
+from graphmend.verify.results import TargetVerification, VerifyReport
+
+__all__ = ["render_verify_text", "render_verify_markdown", "render_bench_text", "render_bench_markdown"]
+
+
+def _count(before: Optional[int], after: Optional[int]) -> str:
+    b = "?" if before is None else str(before)
+    a = "?" if after is None else str(after)
+    return f"{b} → {a}"
+
+
+def _verdict(t: TargetVerification) -> str:
+    if t.error:
+        return "could not run"
+    return "equivalent" if t.ok else "DIFFERENT"
+
+
+def _err(value: float) -> str:
+    return f"{value:.2g}"
+
+
+def _ms(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _x(ratio: Optional[float]) -> str:
+    return "–" if ratio is None else f"{ratio:.2f}×"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+
+
+def render_verify_text(report: VerifyReport) -> str:
+    lines = [f"verify: before = {report.base}, after = the working tree" if report.base != "working tree"
+             else "verify: fixes on copies of the working tree"]
+    for t in report.targets:
+        env = t.environment
+        lines.append(f"  {t.name}: {_verdict(t)}  graphs {_count(t.graphs_before, t.graphs_after)}  "
+                     f"breaks {_count(t.breaks_before, t.breaks_after)}  cases {t.cases}  "
+                     f"max abs err eager {_err(t.max_abs_error_eager)} compiled {_err(t.max_abs_error_compiled)}  "
+                     f"[torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
+        if t.error:
+            lines.append(f"    error: {t.error}")
+        for m in t.mismatches:
+            where = f" {m.case}" if m.case else ""
+            lines.append(f"    {m.kind} ({m.check}{where}): {m.detail}")
+    for f in report.fixes:
+        state = "passed" if f.ok else "WITHDRAWN"
+        lines.append(f"  fix {f.rule} {f.file}:{f.line}: {state}" + (f" - {f.reason}" if f.reason else ""))
+    for e in report.errors:
+        lines.append(f"  error: {e}")
+    ok = not report.failed
+    lines.append("result: " + ("every target equivalent" if ok else "verification FAILED"))
+    return "\n".join(lines) + "\n"
+
+
+def render_verify_markdown(report: VerifyReport) -> str:
+    out = ["### GraphMend verify", ""]
+    base = "the working tree with the fixes applied" if report.base == "working tree" else f"`{report.base}` → working tree"
+    out.append(f"Before → after: {base}{' (gradients compared)' if report.grad else ''}.")
+    out.append("")
+    out.append("| target | verdict | graphs | breaks | cases | max abs err (eager / compiled) | environment |")
+    out.append("|---|---|---|---|---|---|---|")
+    for t in report.targets:
+        env = t.environment
+        out.append(f"| `{_cell(t.name)}` | {_verdict(t)} | {_count(t.graphs_before, t.graphs_after)} | "
+                   f"{_count(t.breaks_before, t.breaks_after)} | {t.cases} | "
+                   f"{_err(t.max_abs_error_eager)} / {_err(t.max_abs_error_compiled)} | "
+                   f"torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend} |")
+    problems = [(t, m) for t in report.targets for m in t.mismatches]
+    errors = [t for t in report.targets if t.error]
+    if problems or errors:
+        out += ["", "<details><summary>Differences</summary>", ""]
+        for t in errors:
+            out.append(f"- `{t.name}`: could not run: {_cell(t.error or '')}")
+        for t, m in problems:
+            where = f", {m.case}" if m.case else ""
+            out.append(f"- `{t.name}` {m.kind} ({m.check}{where}): {_cell(m.detail)}")
+        out += ["", "</details>"]
+    if report.fixes:
+        out += ["", "| fix | where | alone | together | verdict |", "|---|---|---|---|---|"]
+        for f in report.fixes:
+            together = "–" if f.together is None else ("pass" if f.together else "fail")
+            verdict = "passed" if f.ok else f"withdrawn: {_cell(f.reason)}"
+            out.append(f"| {f.rule} | `{f.file}:{f.line}` | {'pass' if f.alone else 'fail'} | {together} | {verdict} |")
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# bench
+
+
+def render_bench_text(report: BenchReport) -> str:
+    lines = [f"bench: before = {report.base}, after = the working tree "
+             f"({report.rounds} rounds A B A B, warmup {report.warmup}, repeat {report.repeat}, {report.threads} threads)"]
+    for t in report.targets:
+        env = t.environment
+        lines.append(f"  {t.name} [torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
+        if t.error:
+            lines.append(f"    error: {t.error}")
+        for p in t.points:
+            batch = "inputs" if p.batch_size is None else f"batch {p.batch_size}"
+            lines.append(
+                f"    {batch}: cold start {_ms(p.before.cold_start_s)} → {_ms(p.after.cold_start_s)} ({_x(p.cold_start_ratio)})  "
+                f"steady {_ms(p.before.steady_s)} → {_ms(p.after.steady_s)} ({_x(p.steady_ratio)})  "
+                f"throughput {_x(p.throughput_ratio)}  graphs {p.before.graph_count} → {p.after.graph_count}  "
+                f"eager {_ms(p.after.eager_steady_s)}"
+                + (f"  syncs/call {p.before.cuda_syncs_per_call:g} → {p.after.cuda_syncs_per_call:g}"
+                   if p.before.cuda_syncs_per_call is not None and p.after.cuda_syncs_per_call is not None else ""))
+    return "\n".join(lines) + "\n"
+
+
+def render_bench_markdown(report: BenchReport) -> str:
+    out = ["### GraphMend bench", "",
+           f"`{report.base}` → working tree; fresh processes per arm, interleaved ({report.rounds} rounds), "
+           f"warmup {report.warmup}, median of {report.repeat}, {report.threads} threads. Ratios above 1× mean the fix helps.",
+           "",
+           "| target | batch | graphs | cold start | × | steady state | × | throughput × | eager | syncs/call |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in report.targets:
+        if t.error:
+            out.append(f"| `{_cell(t.name)}` | – | – | could not run: {_cell(t.error)} | | | | | | |")
+            continue
+        for p in t.points:
+            syncs = "–"
+            if p.before.cuda_syncs_per_call is not None and p.after.cuda_syncs_per_call is not None:
+                syncs = f"{p.before.cuda_syncs_per_call:g} → {p.after.cuda_syncs_per_call:g}"
+            out.append(
+                f"| `{_cell(t.name)}` | {'–' if p.batch_size is None else p.batch_size} | "
+                f"{p.before.graph_count} → {p.after.graph_count} | "
+                f"{_ms(p.before.cold_start_s)} → {_ms(p.after.cold_start_s)} | {_x(p.cold_start_ratio)} | "
+                f"{_ms(p.before.steady_s)} → {_ms(p.after.steady_s)} | {_x(p.steady_ratio)} | {_x(p.throughput_ratio)} | "
+                f"{_ms(p.after.eager_steady_s)} | {syncs} |")
+    envs = sorted({(t.environment.torch_version, t.environment.device, t.environment.dtype, t.environment.backend)
+                   for t in report.targets if not t.error})
+    for torch_version, device, dtype, backend in envs:
+        out.append("")
+        out.append(f"Environment: torch {torch_version}, {device}, {dtype}, backend {backend}.")
+    return "\n".join(out) + "\n"
