@@ -1,0 +1,340 @@
+"""``graphmend pr``: analyse a pull request and write ``review.json`` (it never posts).
+
+The base and head commits come from the event payload (``pull_request.base.sha`` and
+``.head.sha``; not ``GITHUB_SHA``, which is the merge commit GitHub made, whose line numbers
+do not match the pull request's diff) or from ``--base`` / ``--head``. Both trees are
+written out with ``git archive`` and analysed with the *head*'s configuration, so the two
+sides are measured the same way; the base's results are cached by base SHA (and a digest of
+the configuration and versions) so that repeated runs on one pull request do not run the
+base's targets again.
+
+Breaks are matched by fingerprint into introduced / fixed by the PR / unchanged. The gate's
+settings and the baseline are read from the *base* commit: a pull request cannot accept its
+own breaks, or switch the gate off, by editing them. Fixes are proposed and verified for the
+introduced breaks only. A stage that cannot run is recorded in review.json with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from graphmend import __version__
+from graphmend.config import Config, ConfigError, find_config, load_config
+from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
+
+Progress = Optional[Callable[[str], None]]
+
+
+class PrError(Exception):
+    """A pull request that cannot be analysed as asked; ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class PrResult:
+    review: Any  # bot.review.Review
+    verdict: Any  # bot.gate.Verdict
+    base_from_cache: bool
+
+
+# ---------------------------------------------------------------------------------------------
+# Base and head
+
+
+def shas_from_event(payload: dict[str, Any]) -> tuple[Optional[str], Optional[str]]:
+    pr = payload.get("pull_request") or {}
+    return ((pr.get("base") or {}).get("sha"), (pr.get("head") or {}).get("sha"))
+
+
+def resolve(root: Path, rev: str, what: str) -> str:
+    if not rev or rev.startswith("-"):
+        raise PrError(f"{what}: not a revision: {rev!r}")
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=root,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PrError(f"{what} commit {rev} is not in the checkout at {root} (fetch it, e.g. actions/checkout with fetch-depth: 0)")
+    return done.stdout.strip()
+
+
+def _git_show(root: Path, sha: str, rel: str) -> Optional[str]:
+    done = subprocess.run(["git", "show", f"{sha}:{rel}"], cwd=root, capture_output=True)
+    return done.stdout.decode("utf-8", "replace") if done.returncode == 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The base's results, cached by SHA
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "graphmend" / "base"
+
+
+def _torch_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def cache_key(base_sha: str, config: Config) -> str:
+    """The base SHA plus what else changes its results: the analysis config and the versions."""
+    settings = to_dict(dataclasses.replace(config, root=Path("."), file=None))
+    blob = json.dumps([settings, __version__, _torch_version()], sort_keys=True, default=str)
+    return f"{base_sha}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def load_cached(cache_dir: Optional[Path], key: str) -> Optional[CheckReport]:
+    if cache_dir is None:
+        return None
+    path = cache_dir / f"{key}.json"
+    try:
+        return from_dict(CheckReport, json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # absent or unreadable: run the base again
+
+
+def store_cached(cache_dir: Optional[Path], key: str, report: CheckReport) -> None:
+    if cache_dir is None or report.failed:
+        return  # never cache a run that crashed: the next one may succeed
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(to_dict(report)), encoding="utf-8")
+    tmp.replace(cache_dir / f"{key}.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching
+
+
+def _fp(b: GraphBreak) -> str:
+    if b.fingerprint and re.fullmatch(r"[0-9a-f]{8,64}", b.fingerprint):
+        return b.fingerprint
+    return fingerprint(b.file, b.function, b.gb_id or b.category.value, b.source_line or str(b.line))
+
+
+def _keyed(report: CheckReport) -> dict[tuple[Optional[str], str], GraphBreak]:
+    out: dict[tuple[Optional[str], str], GraphBreak] = {}
+    for t in report.targets:
+        for b in t.breaks:
+            out.setdefault((t.name, _fp(b)), dataclasses.replace(b, target=t.name))
+    for b in report.static:
+        out.setdefault((None, _fp(b)), dataclasses.replace(b, target=None))
+    return out
+
+
+def match(base: CheckReport, head: CheckReport) -> list[tuple[str, GraphBreak]]:
+    """(status, break) for every break on either side: introduced, fixed or unchanged."""
+    b, h = _keyed(base), _keyed(head)
+    out = [("introduced" if k not in b else "unchanged", v) for k, v in h.items()]
+    out += [("fixed", v) for k, v in b.items() if k not in h]
+    return sorted(out, key=lambda sv: (sv[1].file, sv[1].line, sv[0], _fp(sv[1])))
+
+
+# ---------------------------------------------------------------------------------------------
+# The analysis
+
+
+def _config_for(tree: Path, head_tree: Path, explicit: Optional[str]) -> Config:
+    """The head's configuration, rooted at ``tree`` (the base or the head)."""
+    if explicit:
+        return load_config(tree, head_tree / explicit if not Path(explicit).is_absolute() else explicit)
+    file = find_config(head_tree)
+    return load_config(tree, file) if file else load_config(tree)
+
+
+def _gate_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple[Config, frozenset[str]]:
+    """The gate settings and accepted fingerprints as they are on the base branch."""
+    from bot.gate import baseline_fingerprints
+
+    from graphmend.config import CONFIG_NAMES, parse_config
+    import yaml
+
+    config = Config(root=root)
+    for name in ([config_name] if config_name else list(CONFIG_NAMES)):
+        text = _git_show(root, base_sha, name)
+        if text is not None:
+            try:
+                config = parse_config(yaml.safe_load(text) or {}, root=root, shown=f"{name} at {base_sha[:7]}")
+            except (ConfigError, yaml.YAMLError):
+                config = Config(root=root)  # the base's file is broken: the defaults gate
+            break
+    baseline_text = _git_show(root, base_sha, config.gate.baseline)
+    accepted: frozenset[str] = frozenset()
+    if baseline_text:
+        try:
+            accepted = baseline_fingerprints(baseline_text)
+        except ValueError:
+            accepted = frozenset()
+    return config, accepted
+
+
+def analyse(
+    root: Path | str,
+    base: str,
+    head: str,
+    *,
+    config_name: Optional[str] = None,
+    cache_dir: Optional[Path] = None,
+    bench: bool = False,
+    progress: Progress = None,
+    check_fn: Optional[Callable[..., CheckReport]] = None,
+) -> PrResult:
+    """Analyse ``head`` against ``base`` in the repository at ``root``; nothing is posted."""
+    from bot import review as rv
+    from bot.gate import compute_verdict
+
+    from graphmend.check import check as real_check
+    from graphmend.trees import tree_at
+
+    check = check_fn or real_check
+    root = Path(root).resolve()
+    base_sha, head_sha = resolve(root, base, "base"), resolve(root, head, "head")
+    say = progress or (lambda _m: None)
+    stages: list[rv.Stage] = []
+    gate_config, accepted = _gate_config(root, base_sha, config_name)
+
+    with tree_at(root, head_sha) as head_tree, tree_at(root, base_sha) as base_tree:
+        head_config = _config_for(head_tree, head_tree, config_name)
+        base_config = _config_for(base_tree, head_tree, config_name)
+
+        say(f"pr: analysing head {head_sha[:7]}")
+        head_report = check(head_config)
+        key = cache_key(base_sha, dataclasses.replace(base_config, root=Path(".")))
+        base_report = load_cached(cache_dir, key)
+        from_cache = base_report is not None
+        if base_report is None:
+            say(f"pr: analysing base {base_sha[:7]}")
+            base_report = check(base_config)
+            store_cached(cache_dir, key, base_report)
+        stages.append(rv.Stage("base", True, "from the cache" if from_cache else ""))
+        stages.append(rv.Stage("check", True, ""))
+
+        matched = match(base_report, head_report)
+        introduced = [b for s, b in matched if s == "introduced"]
+        fixes, declines, fix_stage = _propose(head_config, introduced)
+        stages.append(fix_stage)
+        verdicts, verify_stage = _verify(head_config, list(fixes.values()))
+        stages.append(verify_stage)
+        stages.append(rv.Stage("bench", False, "bench is not enabled" if not bench else
+                               "benchmarking pull requests is not available in this version"))
+
+    findings = []
+    for status, b in matched:
+        fp = _fp(b)
+        fix = fixes.get(fp) if status == "introduced" else None
+        findings.append(rv.Finding(
+            fingerprint=fp, status=status, file=b.file, line=b.line, reason=b.reason[:4000],
+            baselined=fp in accepted,
+            gb_id=b.gb_id if b.gb_id and re.fullmatch(r"GB\d{4}", b.gb_id) else None,
+            category=b.category.value, rule=b.rule if b.rule and re.fullmatch(r"GM\d{3}", b.rule) else None,
+            target=b.target, verified=b.verified,
+            fix=_proposal(fix, verdicts.get(fp)) if fix is not None else None,
+            decline=(declines.get(fp) or (None if b.fixable else (b.lever_reason or None)))
+            if status == "introduced" and fix is None else None,
+        ))
+    targets = []
+    for name in sorted({t.name for t in head_report.targets} | {t.name for t in base_report.targets}):
+        bt = next((t for t in base_report.targets if t.name == name), None)
+        ht = next((t for t in head_report.targets if t.name == name), None)
+        targets.append(rv.TargetSummary(
+            name=name,
+            base=rv.Counts(bt.break_count, bt.graph_count, bt.error) if bt else None,
+            head=rv.Counts(ht.break_count, ht.graph_count, ht.error) if ht else None,
+        ))
+    errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
+    settings = rv.Settings(
+        safety=head_config.fix.safety,
+        suggestions=head_config.review.suggestions,
+        comment=gate_config.review.comment,
+        fail_on=gate_config.gate.fail_on,
+    )
+    review = rv.Review(base_sha=base_sha, head_sha=head_sha, settings=settings, stages=tuple(stages),
+                       targets=tuple(targets), findings=tuple(findings), errors=errors)
+    verdict = compute_verdict(review)
+    review = dataclasses.replace(review, verdict="passed" if verdict.passed else "failed")
+    return PrResult(review, verdict, from_cache)
+
+
+def _propose(config: Config, introduced: list[GraphBreak]) -> tuple[dict[str, Fix], dict[str, str], Any]:
+    """Fixes for the introduced breaks, by fingerprint, and the rules' declines."""
+    from bot.review import Stage
+
+    if not introduced:
+        return {}, {}, Stage("fix", True, "no new breaks")
+    try:
+        from graphmend.fix import apply_fixes
+    except ImportError as exc:
+        return {}, {}, Stage("fix", False, f"the fix engine is not available: {exc}")
+    files = sorted({b.file for b in introduced if not b.outside_paths})
+    try:
+        report = apply_fixes(config, paths=files, write=False)
+    except Exception as exc:  # noqa: BLE001 - the run goes on without fixes, and says why
+        return {}, {}, Stage("fix", False, f"fix failed: {type(exc).__name__}: {exc}"[:2000])
+    wanted = {_fp(b): b for b in introduced}
+    by_site = {(b.file, b.line): fp for fp, b in wanted.items()}
+    fixes: dict[str, Fix] = {}
+    for fx in getattr(report, "fixes", ()):
+        fp = fx.fingerprint if fx.fingerprint in wanted else by_site.get((fx.file, fx.line))
+        if fp is not None:
+            fixes.setdefault(fp, fx)
+    declines: dict[str, str] = {}
+    for d in getattr(report, "declines", ()):
+        fp = d.fingerprint if d.fingerprint in wanted else by_site.get((d.file, d.line))
+        if fp is not None:
+            declines.setdefault(fp, f"{d.rule}: {d.reason}")
+    return fixes, declines, Stage("fix", True, "")
+
+
+def _verify(config: Config, fixes: list[Fix]) -> tuple[dict[str, Any], Any]:
+    from bot.review import Stage
+
+    if not fixes:
+        return {}, Stage("verify", True, "no fixes to verify")
+    if not config.targets:
+        return {}, Stage("verify", False, "no targets configured: fixes cannot be verified, so none is suggested")
+    try:
+        from graphmend.verify import verify_fixes
+
+        report = verify_fixes(config, fixes)
+    except Exception as exc:  # noqa: BLE001
+        return {}, Stage("verify", False, f"verify failed: {type(exc).__name__}: {exc}"[:2000])
+    before = sum(t.breaks_before or 0 for t in report.targets)
+    after = sum(t.breaks_after or 0 for t in report.targets)
+    max_error = max([t.max_abs_error_compiled for t in report.targets] + [0.0])
+    out = {}
+    for v in report.fixes:
+        out[v.fingerprint] = {"ok": v.ok, "reason": v.reason, "before": before, "after": after, "max_error": max_error}
+    return out, Stage("verify", True, "")
+
+
+def _proposal(fix: Fix, verdict: Optional[dict]) -> Any:
+    from bot import review as rv
+
+    if verdict is None:
+        verification = rv.Verification("not-run", "not verified")
+    else:
+        verification = rv.Verification("passed" if verdict["ok"] else "failed", (verdict["reason"] or "")[:4000],
+                                       verdict["max_error"], verdict["before"], verdict["after"])
+    edits = tuple(rv.Edit(e.file, e.start_line, e.end_line, e.new_text, e.old_text) for e in fix.edits)
+    return rv.FixProposal(fix.rule, fix.title[:500], fix.safety.value, edits, verification, None)
+
+
+def write_outputs(result: PrResult, out: Path, summary: Optional[Path]) -> None:
+    from bot import render
+    from bot.review import dump
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(dump(result.review), encoding="utf-8")
+    if summary is not None:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(render.summary_markdown(result.review, result.verdict))
