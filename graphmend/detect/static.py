@@ -26,17 +26,19 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import contextlib
 import dataclasses
 import importlib.util
 import json
 import multiprocessing
 import os
+import re
 import sys
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -205,9 +207,9 @@ _TENSOR, _DATA_OP, _SCALAR = 0, 1, 2  # priority: the scalar read leaves the gra
 @dataclass(frozen=True)
 class _Ev:
     kind: int
-    text: str  # the source of the value-reading expression
+    node: cst.CSTNode  # the value-reading expression (rendered only for the final message)
     via: Optional[str] = None  # the traced name, when reached through an assignment
-    line: Optional[int] = None  # where that name was bound
+    at: Optional[cst.CSTNode] = None  # the statement that bound it
 
 
 def _combine(*evs: Optional[_Ev]) -> Optional[_Ev]:
@@ -221,6 +223,103 @@ def _combine(*evs: Optional[_Ev]) -> Optional[_Ev]:
 def _short(code: str, limit: int = 60) -> str:
     code = " ".join(code.split())
     return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# Positions of a few nodes
+#
+# libcst's PositionProvider records a position for every node and then walks the tree once
+# more through the metadata machinery; on a large file that costs more than the parse. The same
+# code generation pass, recording only the nodes asked for, gives the same (syntactic) start
+# positions for a fraction of it. It hooks libcst's CodegenState (internal, but the very hooks
+# PositionProvider itself uses); if that ever moves, PositionProvider is used instead.
+
+try:
+    from libcst._nodes.internal import CodegenState as _CodegenState
+except ImportError:  # pragma: no cover - a libcst without the internal codegen state
+    _CodegenState = None
+
+_NEWLINE_RE = re.compile(r"\r\n?|\n")
+_NULL = contextlib.nullcontext()
+
+
+if _CodegenState is not None:
+
+    class _StartsState(_CodegenState):  # type: ignore[misc, valid-type]
+        """Code generation that tracks line/column and records the start of wanted nodes."""
+
+        def __init__(self, module: cst.Module, wanted: set[int]):
+            super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+            self.wanted = wanted
+            self.starts: dict[int, tuple[int, int]] = {}
+            self.line = 1
+            self.column = 0
+
+        def _advance(self, value: str) -> None:
+            if "\n" in value or "\r" in value:
+                parts = _NEWLINE_RE.split(value)
+                self.line += len(parts) - 1
+                self.column = len(parts[-1])
+            else:
+                self.column += len(value)
+
+        def add_indent_tokens(self) -> None:
+            for token in self.indent_tokens:
+                self.tokens.append(token)
+                self._advance(token)
+
+        def add_token(self, value: str) -> None:
+            self.tokens.append(value)
+            self._advance(value)
+
+        def before_codegen(self, node: cst.CSTNode) -> None:
+            if id(node) in self.wanted:
+                self.starts[id(node)] = (self.line, self.column)
+
+        def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+            # A statement's syntactic start skips its leading blank lines and comments.
+            if id(node) in self.wanted and start_node is None:
+                self.starts[id(node)] = (self.line, self.column)
+            return _NULL
+
+
+def _node_starts(module: cst.Module, nodes: Sequence[cst.CSTNode]) -> dict[int, tuple[int, int]]:
+    """``id(node) -> (line, column)`` (1-based line, 0-based column) for each of ``nodes``."""
+    if _CodegenState is not None:
+        state = _StartsState(module, {id(n) for n in nodes})
+        module._codegen(state)
+        if all(id(n) in state.starts for n in nodes):
+            return state.starts
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {id(n): (positions[n].start.line, positions[n].start.column) for n in nodes}
+
+
+# --------------------------------------------------------------------------------------------
+# Walking libcst trees
+#
+# libcst's visitor protocol rebuilds every node it passes (it is made for transforms), which
+# costs several times the parse on large files. Detection only reads, so it walks the node
+# dataclasses' fields directly, in one pass per file.
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _children(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _FIELDS[type(node)] = tuple(
+            f.name for f in dataclasses.fields(node)
+            if f.name not in ("leading_lines", "lines_after_decorators", "header", "footer")
+            and not f.name.startswith(("whitespace", "lpar", "rpar"))
+        )
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,6 +369,14 @@ class _Imports:
             return f"{head}.{expr.attr.value}" if head else None
         return None
 
+    def resolve_dotted(self, dotted: str) -> str:
+        """A dotted name as written (``utils.helper``) with its first part resolved."""
+        head, _, rest = dotted.partition(".")
+        known = self.names.get(head)
+        if known is None:
+            return f"{self.module}.{dotted}" if self.module else dotted
+        return f"{known}.{rest}" if rest else known
+
 
 def _dotted(expr) -> Optional[str]:
     if isinstance(expr, cst.Name):
@@ -301,104 +408,297 @@ def _is_tensor_expr(node: cst.BaseExpression, imports: _Imports) -> bool:
     return name.startswith("torch.") and name.endswith("Tensor")
 
 
+def _only_raise(body: cst.BaseSuite) -> bool:
+    """Whether an `if` body is nothing but a `raise` (the shape GM301 lowers)."""
+    if isinstance(body, cst.SimpleStatementSuite):
+        stmts = list(body.body)
+        return len(stmts) == 1 and isinstance(stmts[0], cst.Raise)
+    if isinstance(body, cst.IndentedBlock):
+        stmts = list(body.body)
+        return (
+            len(stmts) == 1
+            and isinstance(stmts[0], cst.SimpleStatementLine)
+            and len(stmts[0].body) == 1
+            and isinstance(stmts[0].body[0], cst.Raise)
+        )
+    return False
+
+
 @dataclass
 class _Binding:
-    pos: tuple[int, int]
+    order: int  # walk order of the binding statement: earlier bindings have smaller numbers
     value: Optional[cst.BaseExpression]  # None: bound to something untraceable (loop variable ...)
-    line: int
+    stmt: cst.CSTNode
     augmented: bool = False
 
 
-class _FunctionScan(cst.CSTVisitor):
-    """Candidate sites of one function body (nested defs are scanned as functions of their own)."""
+@dataclass
+class _Site:
+    """A candidate found during the walk, turned into a GraphBreak once positions are known."""
 
-    def __init__(self, facts: "_FileScan", func: _Func, node: cst.FunctionDef):
-        self.f = facts
+    node: cst.CSTNode
+    func: _Func
+    cls: object  # graphmend.detect.classify.Classification
+    gb: tuple
+    reason: Callable[[], str]  # rendering source text is deferred until the site is kept
+    at: Optional[cst.CSTNode] = None  # the binding statement the message cites, if any
+
+
+class _Scope:
+    """What the walk knows about one function body."""
+
+    def __init__(self, func: _Func):
         self.func = func
-        self.root = node
-        self.pos = facts.positions
-        self.imports = facts.imports
         self.bindings: dict[str, list[_Binding]] = {}
         self.tensor_params: set[str] = set()
         self.local_names: set[str] = set()
-        self.occurrences: dict[tuple[str, str], int] = {}
+
+
+class _FileScan:
+    """One walk over a module: classes, functions, calls, compile wrappers and candidate sites."""
+
+    def __init__(self, rel: str, text: str, module: cst.Module):
+        self.rel = rel
+        self.module = module
+        self.lines = text.splitlines()
+        mod = module_name(rel)
+        self.facts = FileFacts(rel=rel, module=mod)
+        self.imports = _Imports(mod, rel.endswith("__init__.py"))
+        self.logger_names: set[str] = set()
+        self.elifs: set[int] = set()
+        self.scope: list[tuple[str, str]] = []  # ("class" | "def", qualname), innermost last
+        self.funcs: list[_Scope] = []  # the function bodies being walked, innermost last
+        self.sites: list[_Site] = []
+        self.raw_bases: dict[str, tuple[str, ...]] = {}
+        self.raw_calls: list[tuple[_Func, str]] = []
+        self.raw_compiled: list[str] = []
+        self.order = 0
+        self._prepare(module)
+
+    # -- the walk -----------------------------------------------------------------------------
+
+    def _prepare(self, module: cst.Module) -> None:
+        """Module-level names first, so that a call can name a function defined further down."""
+        for stmt in module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                self.imports.names.setdefault(stmt.name.value, f"{self.facts.module}.{stmt.name.value}")
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        self.imports.add_import(small)
+                    elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                        callee = _dotted(small.value.func) or ""
+                        if callee.rsplit(".", 1)[-1] in ("getLogger", "get_logger"):
+                            for t in small.targets:
+                                if isinstance(t.target, cst.Name):
+                                    self.logger_names.add(t.target.value)
+
+    def run(self) -> FileFacts:
+        self.walk(self.module)
+        imports = self.imports
+        for qual, bases in self.raw_bases.items():
+            self.facts.classes[qual] = tuple(imports.resolve_dotted(b) for b in bases)
+        for func, callee in self.raw_calls:
+            func.calls.add(callee if callee.startswith(("self:", "super:")) else "ref:" + imports.resolve_dotted(callee))
+        for ref in self.raw_compiled:
+            self.facts.compiled_refs.add(imports.resolve_dotted(ref))
+        if self.sites:
+            self._finish_sites()
+        return self.facts
+
+    def walk(self, node: cst.CSTNode) -> None:
+        self.order += 1
+        handler = _HANDLERS.get(type(node))
+        if handler is not None and handler(self, node) is False:
+            return
+        for child in _children(node):
+            self.walk(child)
+
+    def _qualname(self, name: str) -> str:
+        if not self.scope:
+            return name
+        kind, parent = self.scope[-1]
+        return f"{parent}.<locals>.{name}" if kind == "def" else f"{parent}.{name}"
+
+    def on_import(self, node) -> bool:
+        self.imports.add_import(node)
+        return False
+
+    def on_class(self, node: cst.ClassDef) -> bool:
+        qual = self._qualname(node.name.value)
+        self.raw_bases[qual] = tuple(
+            d for d in (_dotted(a.value) for a in node.bases if a.keyword is None) if d
+        )
+        self.scope.append(("class", qual))
+        saved, self.funcs = self.funcs, []  # a class body is not part of the enclosing function
+        self.walk(node.body)
+        self.funcs = saved
+        self.scope.pop()
+        return False
+
+    def on_function(self, node: cst.FunctionDef) -> bool:
+        qual = self._qualname(node.name.value)
+        cls = self.scope[-1][1] if self.scope and self.scope[-1][0] == "class" else None
+        parent = self.scope[-1][1] if self.scope and self.scope[-1][0] == "def" else None
+        func = _Func(qualname=qual, cls=cls, parent=parent)
+        for dec in node.decorators:
+            target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+            ref = self.imports.resolve(target) or ""
+            if ref in COMPILE_FUNCS:
+                func.compiled = True
+            if ref in DISABLE_FUNCS:
+                func.disabled = True
+        self.facts.functions[qual] = func
+        scope = _Scope(func)
         params = node.params
         for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
-            self.local_names.add(p.name.value)
+            scope.local_names.add(p.name.value)
             if _is_tensor_annotation(p.annotation, self.imports):
-                self.tensor_params.add(p.name.value)
-        self._collect_bindings(node.body)
+                scope.tensor_params.add(p.name.value)
+        for p in (params.star_arg, params.star_kwarg):
+            if isinstance(p, cst.Param):
+                scope.local_names.add(p.name.value)
+        self.scope.append(("def", qual))
+        self.funcs.append(scope)
+        self.walk(node.body)
+        self.funcs.pop()
+        self.scope.pop()
+        return False
 
-    # -- use-def ------------------------------------------------------------------------------
+    def on_lambda(self, node) -> bool:
+        return False  # a lambda's body runs when called, somewhere we cannot see
 
-    def _collect_bindings(self, body: cst.CSTNode) -> None:
-        scan = self
+    # bindings (the use-def trace reads them back in walk order)
 
-        class Collect(cst.CSTVisitor):
-            def visit_FunctionDef(self, node):  # nested scopes bind their own names
-                return False
-
-            def visit_ClassDef(self, node):
-                return False
-
-            def visit_Lambda(self, node):
-                return False
-
-            def visit_Assign(self, node: cst.Assign):
-                for target in node.targets:
-                    scan._bind_target(target.target, node, node.value)
-
-            def visit_AnnAssign(self, node: cst.AnnAssign):
-                scan._bind_target(node.target, node, node.value)
-
-            def visit_AugAssign(self, node: cst.AugAssign):
-                scan._bind_target(node.target, node, node.value, augmented=True)
-
-            def visit_NamedExpr(self, node: cst.NamedExpr):
-                scan._bind_target(node.target, node, node.value)
-
-            def visit_For(self, node: cst.For):
-                scan._bind_target(node.target, node, None)
-
-            def visit_WithItem(self, node: cst.WithItem):
-                if node.asname is not None:
-                    scan._bind_target(node.asname.name, node, None)
-
-        body.visit(Collect())
-
-    def _bind_target(self, target, node, value, augmented: bool = False) -> None:
-        p = self.pos[node].start
+    def _bind(self, target, stmt, value, augmented: bool = False) -> None:
+        if not self.funcs:
+            return
+        scope = self.funcs[-1]
         if isinstance(target, cst.Name):
-            self.local_names.add(target.value)
-            self.bindings.setdefault(target.value, []).append(_Binding((p.line, p.column), value, p.line, augmented))
+            scope.local_names.add(target.value)
+            scope.bindings.setdefault(target.value, []).append(_Binding(self.order, value, stmt, augmented))
         elif isinstance(target, (cst.Tuple, cst.List)):
             # `vals, idx = x.max(-1)`: each element is taken to be what the whole value is.
             for el in target.elements:
                 inner = el.value.value if isinstance(el.value, cst.StarredElement) else el.value
-                self._bind_target(inner, node, value, augmented)
+                self._bind(inner, stmt, value, augmented)
 
-    def _name_ev(self, name: str, before: tuple[int, int], depth: int) -> Optional[_Ev]:
-        earlier = [b for b in self.bindings.get(name, ()) if b.pos < before]
+    def on_assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node, node.value)
+
+    def on_annassign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node, node.value)
+
+    def on_augassign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target, node, node.value, augmented=True)
+
+    def on_namedexpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node, node.value)
+
+    def on_for(self, node: cst.For) -> None:
+        self._bind(node.target, node, None)
+
+    def on_withitem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name, node, None)
+
+    # calls, compile wrappers, side effects
+
+    def on_call(self, node: cst.Call) -> None:
+        f = node.func
+        if (self.imports.resolve(f) or "") in COMPILE_FUNCS and node.args:
+            # `fn = torch.compile(fn)`, `torch.compile(Model())`: the wrapped code is a region root.
+            arg = node.args[0].value
+            if isinstance(arg, cst.Call):
+                inner = _dotted(arg.func)
+                if inner:
+                    self.raw_compiled.append(f"{inner}.forward")
+            else:
+                ref = _dotted(arg)
+                if ref:
+                    self.raw_compiled.append(ref)
+        if not self.funcs:
+            return
+        func = self.funcs[-1].func
+        if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value in ("self", "cls"):
+            self.raw_calls.append((func, "self:" + f.attr.value))
+        elif (
+            isinstance(f, cst.Attribute)
+            and isinstance(f.value, cst.Call)
+            and isinstance(f.value.func, cst.Name)
+            and f.value.func.value == "super"
+        ):
+            self.raw_calls.append((func, "super:" + f.attr.value))
+        else:
+            dotted = _dotted(f)
+            if dotted and dotted.split(".")[0] not in self.funcs[-1].local_names:
+                self.raw_calls.append((func, dotted))
+
+    def on_expr(self, node: cst.Expr) -> None:
+        if self.funcs and isinstance(node.value, cst.Call):
+            self._side_effect(node.value)
+
+    # branches
+
+    def on_if(self, node: cst.If) -> bool:
+        if isinstance(node.orelse, cst.If):
+            self.elifs.add(id(node.orelse))
+        if not self.funcs:
+            return True
+        guard = self._compiling_guard(node.test)
+        if guard is not None:
+            # `if torch.compiler.is_compiling(): A else: B`: only A is ever traced.
+            branch = node.body if guard else node.orelse
+            if branch is not None:
+                self.walk(branch)
+            return False
+        ev = self._ev(node.test, self.order)
+        if ev is not None:
+            keyword = "`elif`" if id(node) in self.elifs else "`if`"
+            self._branch_site(node, ev, keyword, raises=_only_raise(node.body))
+        return True
+
+    def on_ifexp(self, node: cst.IfExp) -> None:
+        if not self.funcs:
+            return
+        ev = self._ev(node.test, self.order)
+        if ev is not None:
+            self._branch_site(node, ev, "a conditional expression", raises=False)
+
+    def _compiling_guard(self, test: cst.BaseExpression) -> Optional[bool]:
+        """True for `is_compiling()`, False for `not is_compiling()`, None for anything else."""
+        negated = False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            negated, test = True, test.expression
+        if isinstance(test, cst.Call) and not test.args:
+            name = self.imports.resolve(test.func) or _dotted(test.func) or ""
+            if name in COMPILING_GUARDS or name.rsplit(".", 1)[-1] == "is_torchdynamo_compiling":
+                return not negated
+        return None
+
+    # -- evidence -----------------------------------------------------------------------------
+
+    def _name_ev(self, name: str, before: int, depth: int) -> Optional[_Ev]:
+        scope = self.funcs[-1]
+        earlier = [b for b in scope.bindings.get(name, ()) if b.order < before]
         if earlier:
             b = earlier[-1]
             if b.value is None or depth <= 0:
                 return None
-            ev = self._ev(b.value, b.pos, depth - 1)
+            ev = self._ev(b.value, b.order, depth - 1)
             if b.augmented:
-                ev = _combine(ev, self._name_ev(name, b.pos, depth - 1))
+                ev = _combine(ev, self._name_ev(name, b.order, depth - 1))
             if ev is None:
                 return None
             if ev.via is not None:  # already traced further back: keep the binding nearest the value
                 return ev
-            return _Ev(ev.kind, _short(self._code(b.value)), name, b.line)
-        if name in self.tensor_params:
-            return _Ev(_TENSOR, name, None, None)
+            return _Ev(ev.kind, b.value, name, b.stmt)
+        if name in scope.tensor_params:
+            return _Ev(_TENSOR, cst.Name(name))
         return None
 
-    def _code(self, node: cst.CSTNode) -> str:
-        return self.f.module_node.code_for_node(node)
-
-    def _ev(self, node: cst.BaseExpression, at: tuple[int, int], depth: int = MAX_TRACE) -> Optional[_Ev]:
+    def _ev(self, node: cst.BaseExpression, at: int, depth: int = MAX_TRACE) -> Optional[_Ev]:
         """Evidence that ``node`` is tensor data (or a scalar read from it), or None."""
         if isinstance(node, cst.Name):
             if node.value in ("True", "False", "None"):
@@ -432,156 +732,114 @@ class _FunctionScan(cst.CSTVisitor):
             return self._ev(node.elt, at, depth)
         return None
 
-    def _call_ev(self, node: cst.Call, at: tuple[int, int], depth: int) -> Optional[_Ev]:
+    def _call_ev(self, node: cst.Call, at: int, depth: int) -> Optional[_Ev]:
         func = node.func
-        code = _short(self._code(node))
         resolved = self.imports.resolve(func)
         if resolved and resolved.startswith("torch."):
             if resolved in DATA_OP_FUNCS:
-                return _Ev(_DATA_OP, code)
+                return _Ev(_DATA_OP, node)
             if resolved in VALUE_FUNCS:
-                return _Ev(_TENSOR, code)
+                return _Ev(_TENSOR, node)
             if resolved in NON_TENSOR_TORCH or resolved.startswith(NON_TENSOR_TORCH_PREFIXES):
                 return None
             last = resolved.rsplit(".", 1)[-1]
             if last.startswith(("is_", "get_", "set_", "_")) or last[:1].isupper():
                 return None
             # Any other torch function returns a tensor: `if torch.relu(x) > 0` reads its data.
-            return _Ev(_TENSOR, code)
+            return _Ev(_TENSOR, node)
+        local_names = self.funcs[-1].local_names
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if resolved is not None:  # a function of some imported module, not a tensor method
                 return None
             if method in SCALAR_METHODS:
-                return _Ev(_SCALAR, code)
+                return _Ev(_SCALAR, node)
             if method in VALUE_METHODS:
-                return _Ev(_TENSOR, code)
+                return _Ev(_TENSOR, node)
             if method in META_METHODS:
                 return None
-            receiver = self._ev(func.value, at, depth)
             # A method of a tensor (`x.float()`, `mask.eq(0)`) is a tensor too.
-            return receiver
-        if isinstance(func, cst.Name) and func.value not in self.local_names:
+            return self._ev(func.value, at, depth)
+        if isinstance(func, cst.Name) and func.value not in local_names:
             name = func.value
             if name in BENIGN_BUILTINS:
                 return None
             args = _combine(*(self._ev(a.value, at, depth) for a in node.args))
             if name in SCALAR_BUILTINS and args is not None:
-                return _Ev(_SCALAR, code)
+                return _Ev(_SCALAR, node)
             if name in REDUCING_BUILTINS:
                 return args
         return None
 
-    # -- candidate sites ----------------------------------------------------------------------
+    # -- sites ----------------------------------------------------------------------------------
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node is self.root
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_If(self, node: cst.If) -> bool:
-        guard = self._compiling_guard(node.test)
-        if guard is not None:
-            # `if torch.compiler.is_compiling(): A else: B`: only A is ever traced.
-            branch = node.body if guard else node.orelse
-            if branch is not None:
-                branch.visit(self)
-            return False
-        start = self.pos[node].start
-        ev = self._ev(node.test, (start.line, start.column))
-        if ev is not None:
-            keyword = "`elif`" if self._is_elif(node) else "`if`"
-            self._branch_site(node, ev, keyword, raises=_only_raise(node.body))
-        return True
-
-    def visit_IfExp(self, node: cst.IfExp) -> bool:
-        start = self.pos[node].start
-        ev = self._ev(node.test, (start.line, start.column))
-        if ev is not None:
-            self._branch_site(node, ev, "a conditional expression", raises=False)
-        return True
-
-    def visit_Expr(self, node: cst.Expr) -> bool:
-        call = node.value
-        if isinstance(call, cst.Call):
-            self._side_effect(call)
-        return True
-
-    def _is_elif(self, node: cst.If) -> bool:
-        return id(node) in self.f.elifs
-
-    def _compiling_guard(self, test: cst.BaseExpression) -> Optional[bool]:
-        """True for `is_compiling()`, False for `not is_compiling()`, None for anything else."""
-        negated = False
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            negated, test = True, test.expression
-        if isinstance(test, cst.Call) and not test.args:
-            name = self.imports.resolve(test.func) or _dotted(test.func) or ""
-            if name in COMPILING_GUARDS or name.rsplit(".", 1)[-1] == "is_torchdynamo_compiling":
-                return not negated
-        return None
+    def _code(self, node: cst.CSTNode) -> str:
+        return _short(self.module.code_for_node(node))
 
     def _branch_site(self, node: cst.CSTNode, ev: _Ev, keyword: str, raises: bool) -> None:
-        what = f"`{ev.text}`"
-        if ev.via:
-            what = f"`{ev.via} = {ev.text}` at line {ev.line}"
+        def what() -> str:
+            text = self._code(ev.node)
+            if ev.via:
+                return f"`{ev.via} = {text}` at line {self._line_of(ev.at)}"
+            return f"`{text}`"
+
         where = f"in {_REGION}"
         if ev.kind == _SCALAR:
             # Only `.item()` was observed to give GB0124; `.tolist()` gives an id that depends on the dtype.
-            gb = _gb(GB_ITEM) if ".item()" in ev.text else (None, None, None)
-            cls = _classify.classify(
-                GB_ITEM[1] if gb[0] else "Tensor.tolist()", "config.capture_scalar_outputs" if gb[0] else ""
-            )
-            reason = (
-                f"{keyword} on a Python scalar read from a tensor ({what}) {where}: the read leaves the graph "
+            item = _is_item_call(ev.node)
+            gb = _gb(GB_ITEM) if item else (None, None, None)
+            cls = _classify.classify(GB_ITEM[1] if gb[0] else "Tensor.tolist()", "config.capture_scalar_outputs" if gb[0] else "")
+            reason = lambda: (  # noqa: E731
+                f"{keyword} on a Python scalar read from a tensor ({what()}) {where}: the read leaves the graph "
                 f"and GM101 cannot predicate a Python value"
             )
         elif ev.kind == _DATA_OP:
             gb = _gb(GB_DATA_OP)
             if raises:
                 cls = _classify.classify(GB_BRANCH[1], statement=_classify.STMT_IF_RAISE)
-                reason = (
-                    f"`raise` under a data-dependent check ({what}) {where}: Dynamo cannot compute a Python bool from "
-                    f"data; GM301 can lower it to torch._assert_async"
+                reason = lambda: (  # noqa: E731
+                    f"`raise` under a data-dependent check ({what()}) {where}: Dynamo cannot compute a Python bool "
+                    f"from data; GM301 can lower it to torch._assert_async"
                 )
             else:
                 cls = _classify.classify(GB_DATA_OP[1])
-                reason = (
-                    f"{keyword} on a Python bool computed from tensor data ({what}) {where}: Dynamo cannot trace it "
-                    f"and GM101 cannot predicate a Python bool"
+                reason = lambda: (  # noqa: E731
+                    f"{keyword} on a Python bool computed from tensor data ({what()}) {where}: Dynamo cannot trace "
+                    f"it and GM101 cannot predicate a Python bool"
                 )
         else:
             gb = _gb(GB_BRANCH)
             if raises:
                 cls = _classify.classify(GB_BRANCH[1], statement=_classify.STMT_IF_RAISE)
-                reason = (
-                    f"`raise` under a tensor condition ({what}) {where}: Dynamo cannot branch on data; "
+                reason = lambda: (  # noqa: E731
+                    f"`raise` under a tensor condition ({what()}) {where}: Dynamo cannot branch on data; "
                     f"GM301 can lower it to torch._assert_async"
                 )
             else:
                 cls = _classify.classify(GB_BRANCH[1], statement=_classify.STMT_IF)
-                reason = (
-                    f"{keyword} on a tensor value ({what}) {where}: Dynamo cannot branch on data; "
+                reason = lambda: (  # noqa: E731
+                    f"{keyword} on a tensor value ({what()}) {where}: Dynamo cannot branch on data; "
                     f"GM101 can predicate it with torch.where"
                 )
-        self._add(node, cls, gb, reason)
+        self.sites.append(_Site(node, self.funcs[-1].func, cls, gb, reason, ev.at))
 
     def _side_effect(self, call: cst.Call) -> None:
         func = call.func
+        scope = self.funcs[-1]
         resolved = self.imports.resolve(func)
-        if isinstance(func, cst.Name) and func.value == "print" and "print" not in self.local_names and "print" not in self.imports.names:
+        if isinstance(func, cst.Name) and func.value == "print":
+            if "print" in scope.local_names or "print" in self.imports.names:
+                return
             gb = _gb(GB_PRINT)
             cls = _classify.classify(GB_PRINT[1], "builtin operator `print`")
-            self._add(call, cls, gb, f"`print` in {_REGION}: Dynamo cannot trace it; GM201 can defer it out of the graph")
+            reason = f"`print` in {_REGION}: Dynamo cannot trace it; GM201 can defer it out of the graph"
+            self.sites.append(_Site(call, scope.func, cls, gb, lambda: reason))
             return
         if resolved in ("warnings.warn", "warnings.warn_explicit"):
             gb = _gb(GB_WARN)
             cls = _classify.classify(GB_WARN[1], "`_warnings.warn`")
-            self._add(call, cls, gb, f"`warnings.warn` in {_REGION}: Dynamo cannot trace it; GM203 can defer it out of the graph")
+            reason = f"`warnings.warn` in {_REGION}: Dynamo cannot trace it; GM203 can defer it out of the graph"
+            self.sites.append(_Site(call, scope.func, cls, gb, lambda: reason))
             return
         if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:
             return
@@ -593,199 +851,92 @@ class _FunctionScan(cst.CSTVisitor):
             label = f"logging.{method}"
         elif self._is_logger(receiver):
             gb = _gb(GB_LOGGER)
-            label = f"{_short(self._code(receiver), 30)}.{method}"
+            label = f"{_dotted(receiver)}.{method}"
         else:
             return
         cls = _classify.classify(GB_LOGGER[1])
-        self._add(call, cls, gb, f"`{label}` in {_REGION}: Dynamo cannot trace logging calls; GM202 can defer it out of the graph")
+        reason = f"`{label}` in {_REGION}: Dynamo cannot trace logging calls; GM202 can defer it out of the graph"
+        self.sites.append(_Site(call, scope.func, cls, gb, lambda: reason))
 
     def _is_logger(self, receiver: cst.BaseExpression) -> bool:
         if isinstance(receiver, cst.Name):
-            return receiver.value in LOGGER_NAMES or receiver.value in self.f.logger_names
+            return receiver.value in LOGGER_NAMES or receiver.value in self.logger_names
         if isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value in ("self", "cls"):
             return receiver.attr.value in LOGGER_NAMES
         return False
 
-    def _add(self, node: cst.CSTNode, cls, gb: tuple, reason: str) -> None:
-        start = self.pos[node].start
-        line_text = self.f.lines[start.line - 1] if start.line - 1 < len(self.f.lines) else ""
-        if suppressed(line_text, cls.rule):
-            return
-        source = line_text.strip()
-        key = (cls.category.value, " ".join(source.split()))
-        occurrence = self.occurrences.get(key, 0)
-        self.occurrences[key] = occurrence + 1
-        self.func.candidates.append(
-            GraphBreak(
-                file=self.f.rel,
-                line=start.line,
-                col=start.column,
-                reason=reason,
-                category=cls.category,
-                source_line=source,
-                function=self.func.qualname,
-                gb_id=gb[0],
-                gb_type=gb[1],
-                doc_url=gb[2],
-                fixable=cls.fixable,
-                rule=cls.rule,
-                lever=cls.lever,
-                lever_reason=cls.lever_reason,
-                fingerprint=fingerprint(self.f.rel, self.func.qualname, cls.category.value, source, occurrence),
-                verified=False,
-            )
-        )
+    # -- positions ----------------------------------------------------------------------------
 
+    def _line_of(self, node: Optional[cst.CSTNode]) -> int:
+        return self.starts[id(node)][0] if node is not None and id(node) in self.starts else 0
 
-def _only_raise(body: cst.BaseSuite) -> bool:
-    """Whether an `if` body is nothing but a `raise` (the shape GM301 lowers)."""
-    if isinstance(body, cst.SimpleStatementSuite):
-        stmts = list(body.body)
-        return len(stmts) == 1 and isinstance(stmts[0], cst.Raise)
-    if isinstance(body, cst.IndentedBlock):
-        stmts = list(body.body)
-        return (
-            len(stmts) == 1
-            and isinstance(stmts[0], cst.SimpleStatementLine)
-            and len(stmts[0].body) == 1
-            and isinstance(stmts[0].body[0], cst.Raise)
-        )
-    return False
-
-
-class _FileScan(cst.CSTVisitor):
-    """Collects the facts of one module: classes, functions, calls, compile wrappers, candidates."""
-
-    def __init__(self, rel: str, text: str, module_node: cst.Module, positions):
-        self.rel = rel
-        self.module_node = module_node
-        self.positions = positions
-        self.lines = text.splitlines()
-        mod = module_name(rel)
-        self.facts = FileFacts(rel=rel, module=mod)
-        self.imports = _Imports(mod, rel.endswith("__init__.py"))
-        self.logger_names: set[str] = set()
-        self.elifs: set[int] = set()
-        self.scope: list[tuple[str, str]] = []  # ("class" | "def", qualname)
-        self._prepare(module_node)
-
-    def _prepare(self, module: cst.Module) -> None:
-        scan = self
-
-        class Pre(cst.CSTVisitor):
-            def visit_Import(self, node):
-                scan.imports.add_import(node)
-
-            def visit_ImportFrom(self, node):
-                scan.imports.add_import(node)
-
-            def visit_If(self, node: cst.If):
-                if isinstance(node.orelse, cst.If):
-                    scan.elifs.add(id(node.orelse))
-
-        module.visit(Pre())
-        for stmt in module.body:
-            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                self.imports.names.setdefault(stmt.name.value, f"{self.facts.module}.{stmt.name.value}")
-            elif isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
-                        callee = _dotted(small.value.func) or ""
-                        if callee.rsplit(".", 1)[-1] in ("getLogger", "get_logger"):
-                            for t in small.targets:
-                                if isinstance(t.target, cst.Name):
-                                    self.logger_names.add(t.target.value)
-
-    def _qualname(self, name: str) -> str:
-        if not self.scope:
-            return name
-        kind, parent = self.scope[-1]
-        return f"{parent}.<locals>.{name}" if kind == "def" else f"{parent}.{name}"
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        qual = self._qualname(node.name.value)
-        bases = []
-        for arg in node.bases:
-            if arg.keyword is not None:
+    def _finish_sites(self) -> None:
+        # Positions cost a code generation pass over the module: only files with sites pay it.
+        wanted = [s.node for s in self.sites]
+        wanted += [s.at for s in self.sites if s.at is not None]
+        self.starts = _node_starts(self.module, wanted)
+        occurrences: dict[tuple[str, str, str], int] = {}
+        ordered = sorted(self.sites, key=lambda s: self.starts[id(s.node)])
+        for site in ordered:
+            line, column = self.starts[id(site.node)]
+            start = cst.metadata.CodePosition(line, column)
+            line_text = self.lines[start.line - 1] if start.line - 1 < len(self.lines) else ""
+            if suppressed(line_text, site.cls.rule):
                 continue
-            ref = self.imports.resolve(arg.value) or _dotted(arg.value)
-            if ref:
-                bases.append(ref)
-        self.facts.classes[qual] = tuple(bases)
-        self.scope.append(("class", qual))
+            source = line_text.strip()
+            qual = site.func.qualname
+            key = (qual, site.cls.category.value, " ".join(source.split()))
+            occurrence = occurrences.get(key, 0)
+            occurrences[key] = occurrence + 1
+            site.func.candidates.append(
+                GraphBreak(
+                    file=self.rel,
+                    line=start.line,
+                    col=start.column,
+                    reason=site.reason(),
+                    category=site.cls.category,
+                    source_line=source,
+                    function=qual,
+                    gb_id=site.gb[0],
+                    gb_type=site.gb[1],
+                    doc_url=site.gb[2],
+                    fixable=site.cls.fixable,
+                    rule=site.cls.rule,
+                    lever=site.cls.lever,
+                    lever_reason=site.cls.lever_reason,
+                    fingerprint=fingerprint(self.rel, qual, site.cls.category.value, source, occurrence),
+                    verified=False,
+                )
+            )
 
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scope.pop()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        qual = self._qualname(node.name.value)
-        cls = self.scope[-1][1] if self.scope and self.scope[-1][0] == "class" else None
-        parent = self.scope[-1][1] if self.scope and self.scope[-1][0] == "def" else None
-        func = _Func(qualname=qual, cls=cls, parent=parent)
-        for dec in node.decorators:
-            target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
-            ref = self.imports.resolve(target) or ""
-            if ref in COMPILE_FUNCS:
-                func.compiled = True
-            if ref in DISABLE_FUNCS:
-                func.disabled = True
-        self.facts.functions[qual] = func
-        self.scope.append(("def", qual))
-        scan = _FunctionScan(self, func, node)
-        node.body.visit(scan)
-        self._calls(node.body, func)
+def _is_item_call(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "item"
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scope.pop()
 
-    def _calls(self, body: cst.CSTNode, func: _Func) -> None:
-        scan = self
-
-        class Calls(cst.CSTVisitor):
-            def visit_FunctionDef(self, node):
-                return False
-
-            def visit_ClassDef(self, node):
-                return False
-
-            def visit_Call(self, node: cst.Call):
-                f = node.func
-                if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value in ("self", "cls"):
-                    func.calls.add("self:" + f.attr.value)
-                elif (
-                    isinstance(f, cst.Attribute)
-                    and isinstance(f.value, cst.Call)
-                    and isinstance(f.value.func, cst.Name)
-                    and f.value.func.value == "super"
-                ):
-                    func.calls.add("super:" + f.attr.value)
-                else:
-                    ref = scan.imports.resolve(f)
-                    if ref:
-                        func.calls.add("ref:" + ref)
-
-        body.visit(Calls())
-
-    def visit_Call(self, node: cst.Call) -> None:
-        # `fn = torch.compile(fn)`, `torch.compile(Model())`: the wrapped code is a region root.
-        if (self.imports.resolve(node.func) or "") in COMPILE_FUNCS and node.args:
-            arg = node.args[0].value
-            ref = self.imports.resolve(arg)
-            if ref is None and isinstance(arg, cst.Call):
-                inner = self.imports.resolve(arg.func)
-                ref = f"{inner}.forward" if inner else None
-            if ref:
-                self.facts.compiled_refs.add(ref)
+_HANDLERS = {
+    cst.Import: _FileScan.on_import,
+    cst.ImportFrom: _FileScan.on_import,
+    cst.ClassDef: _FileScan.on_class,
+    cst.FunctionDef: _FileScan.on_function,
+    cst.Lambda: _FileScan.on_lambda,
+    cst.Assign: _FileScan.on_assign,
+    cst.AnnAssign: _FileScan.on_annassign,
+    cst.AugAssign: _FileScan.on_augassign,
+    cst.NamedExpr: _FileScan.on_namedexpr,
+    cst.For: _FileScan.on_for,
+    cst.WithItem: _FileScan.on_withitem,
+    cst.Call: _FileScan.on_call,
+    cst.Expr: _FileScan.on_expr,
+    cst.If: _FileScan.on_if,
+    cst.IfExp: _FileScan.on_ifexp,
+}
 
 
 def analyze_source(text: str, rel: str) -> FileFacts:
     """The facts of one file; raises ``libcst.ParserSyntaxError`` on a syntax error."""
     module = cst.parse_module(text)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    scan = _FileScan(rel, text, module, positions)
-    module.visit(scan)
-    return scan.facts
+    return _FileScan(rel, text, module).run()
 
 
 def _syntax_message(exc: Exception) -> str:
