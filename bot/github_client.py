@@ -89,6 +89,8 @@ class ReviewCommentInfo:
 class IssueCommentInfo:
     id: int
     body: str
+    user_login: str = ""
+    user_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,14 @@ class GitHubClient:
     # -- issue comments -------------------------------------------------------------------------
 
     def list_issue_comments(self, number: int) -> list[IssueCommentInfo]:
-        return self._read(lambda: [IssueCommentInfo(c.id, c.body or "") for c in self._repo.get_issue(number).get_comments()])
+        def fetch() -> list[IssueCommentInfo]:
+            out = []
+            for c in self._repo.get_issue(number).get_comments():
+                user = c._rawData.get("user") or {}  # as listed; no extra request per comment
+                out.append(IssueCommentInfo(c.id, c.body or "", str(user.get("login") or ""), str(user.get("type") or "")))
+            return out
+
+        return self._read(fetch)
 
     def create_issue_comment(self, number: int, body: str, recheck: Callable[[], Optional[int]]) -> int:
         return self._write(

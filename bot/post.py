@@ -158,8 +158,13 @@ class Poster:
             if c.line is None:
                 # Outdated: its line left the diff. Remove it unless someone answered it.
                 if c.id not in replied_to:
-                    self.client.delete_review_comment(c.id)
-                    result.deleted_comments += 1
+                    try:
+                        self.client.delete_review_comment(c.id)
+                        result.deleted_comments += 1
+                    except PermissionDenied:
+                        # Someone else's comment carrying our marker: not ours to delete,
+                        # and no reason to fall back to read-only mode.
+                        result.notes.append(f"review comment {c.id} has our marker but is not ours; left alone")
             else:
                 live.add(fp)
 
@@ -212,27 +217,36 @@ class Poster:
                 return r.id
         return None
 
-    def _find_sticky(self) -> Optional[tuple[int, str]]:
-        for c in self.client.list_issue_comments(self.target.number):
-            if markers.is_sticky(c.body):
-                return c.id, c.body
-        return None
+    def _sticky_candidates(self) -> list[tuple[int, str]]:
+        """Comments carrying the sticky marker, bots' first: a person can paste our marker,
+        but only an app's token comments as a Bot."""
+        found = [c for c in self.client.list_issue_comments(self.target.number) if markers.is_sticky(c.body)]
+        found.sort(key=lambda c: (c.user_type != "Bot", c.id))
+        return [(c.id, c.body) for c in found]
 
     def _sticky(self, review: Review, verdict: Verdict, result: PostResult) -> None:
         mode = review.settings.comment
         if mode == "never":
             return
         body = render.sticky_body(review, verdict)
-        found = self._find_sticky()
-        if found is not None:
-            cid, old = found
-            result.sticky_id = cid
-            if mode == "always" or old != body:
+        candidates = self._sticky_candidates()
+        for cid, old in candidates:
+            if mode == "on-change" and old == body:
+                result.sticky_id = cid
+                return
+            try:
                 self.client.edit_issue_comment(cid, body)
-            return
+                result.sticky_id = cid
+                return
+            except PermissionDenied:
+                # Our marker on a comment we cannot edit: not ours. Try the next one.
+                result.notes.append(f"issue comment {cid} carries the sticky marker but is not ours")
         something = verdict.new or verdict.fixed or verdict.failed_targets or any(t.benchmark for t in review.targets)
-        if mode == "always" or something:
-            recheck = lambda: (self._find_sticky() or (None, ""))[0]  # noqa: E731
+        if mode == "always" or something or candidates:
+            def recheck() -> Optional[int]:
+                mine = [cid for cid, old in self._sticky_candidates() if old == body]
+                return mine[0] if mine else None
+
             result.sticky_id = self.client.create_issue_comment(self.target.number, body, recheck)
 
     def _gate(self, review: Review, verdict: Verdict, result: PostResult) -> None:

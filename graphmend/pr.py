@@ -225,22 +225,29 @@ def analyse(
         stages.append(fix_stage)
         verdicts, verify_stage = _verify(head_config, list(fixes.values()))
         stages.append(verify_stage)
-        stages.append(rv.Stage("bench", False, "bench is not enabled" if not bench else
-                               "benchmarking pull requests is not available in this version"))
+        passed = [fx for fp, fx in fixes.items() if (verdicts.get(fp) or {}).get("ok")]
+        benchmarks, bench_stage = _bench(head_config, passed, bench, verdicts, progress=say)
+        stages.append(bench_stage)
 
     findings = []
     for status, b in matched:
         fp = _fp(b)
         fix = fixes.get(fp) if status == "introduced" else None
+        decline = None
+        if status == "introduced" and fix is None:
+            decline = declines.get(fp)
+            if decline is None and b.fixable and not fix_stage.ran:
+                decline = f"no fix was proposed: {fix_stage.reason}"
+            elif decline is None and not b.fixable:
+                decline = b.lever_reason or None
         findings.append(rv.Finding(
             fingerprint=fp, status=status, file=b.file, line=b.line, reason=b.reason[:4000],
             baselined=fp in accepted,
             gb_id=b.gb_id if b.gb_id and re.fullmatch(r"GB\d{4}", b.gb_id) else None,
             category=b.category.value, rule=b.rule if b.rule and re.fullmatch(r"GM\d{3}", b.rule) else None,
             target=b.target, verified=b.verified,
-            fix=_proposal(fix, verdicts.get(fp)) if fix is not None else None,
-            decline=(declines.get(fp) or (None if b.fixable else (b.lever_reason or None)))
-            if status == "introduced" and fix is None else None,
+            fix=_proposal(fix, verdicts.get(fp), verify_stage.reason) if fix is not None else None,
+            decline=decline,
         ))
     targets = []
     for name in sorted({t.name for t in head_report.targets} | {t.name for t in base_report.targets}):
@@ -250,6 +257,7 @@ def analyse(
             name=name,
             base=rv.Counts(bt.break_count, bt.graph_count, bt.error) if bt else None,
             head=rv.Counts(ht.break_count, ht.graph_count, ht.error) if ht else None,
+            benchmark=benchmarks.get(name),
         ))
     errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
     settings = rv.Settings(
@@ -317,16 +325,69 @@ def _verify(config: Config, fixes: list[Fix]) -> tuple[dict[str, Any], Any]:
     return out, Stage("verify", True, "")
 
 
-def _proposal(fix: Fix, verdict: Optional[dict]) -> Any:
+def _proposal(fix: Fix, verdict: Optional[dict], why_not: str = "") -> Any:
     from bot import review as rv
 
     if verdict is None:
-        verification = rv.Verification("not-run", "not verified")
+        verification = rv.Verification("not-run", (why_not or "not verified")[:4000])
     else:
         verification = rv.Verification("passed" if verdict["ok"] else "failed", (verdict["reason"] or "")[:4000],
                                        verdict["max_error"], verdict["before"], verdict["after"])
     edits = tuple(rv.Edit(e.file, e.start_line, e.end_line, e.new_text, e.old_text) for e in fix.edits)
     return rv.FixProposal(fix.rule, fix.title[:500], fix.safety.value, edits, verification, None)
+
+
+def apply_whole_line_edits(tree: Path, edits: list[Any]) -> None:
+    """Apply whole-line edits (original line numbers) to the files under ``tree``, bottom-up."""
+    by_file: dict[str, list[Any]] = {}
+    for e in edits:
+        by_file.setdefault(e.file, []).append(e)
+    for rel, file_edits in by_file.items():
+        path = tree / rel
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for e in sorted(file_edits, key=lambda e: e.start_line, reverse=True):
+            # end_line == start_line - 1 inserts before start_line
+            lines[e.start_line - 1 : max(e.end_line, e.start_line - 1)] = [e.new_text] if e.new_text else []
+        path.write_text("".join(lines), encoding="utf-8")
+
+
+def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, Any], progress: Progress = None) -> tuple[dict[str, Any], Any]:
+    """Cold start and steady state of the head tree before vs after its verified fixes."""
+    import tempfile
+
+    from bot import review as rv
+
+    if not enabled:
+        return {}, rv.Stage("bench", False, "bench is not enabled")
+    if not config.targets:
+        return {}, rv.Stage("bench", False, "no targets configured")
+    if not fixes:
+        return {}, rv.Stage("bench", False, "no verified fixes to benchmark")
+    try:
+        from graphmend.bench import bench
+        from graphmend.trees import copy_tree
+
+        with tempfile.TemporaryDirectory(prefix="graphmend-pr-bench-") as work:
+            tree = copy_tree(config.root, Path(work) / "tree")
+            env = dict(os.environ, GIT_AUTHOR_NAME="graphmend", GIT_AUTHOR_EMAIL="graphmend@localhost",
+                       GIT_COMMITTER_NAME="graphmend", GIT_COMMITTER_EMAIL="graphmend@localhost")
+            # bench compares a revision with the working tree: commit the head, then fix it.
+            for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "head", "--no-verify"]):
+                subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
+            apply_whole_line_edits(tree, [e for fx in fixes for e in fx.edits])
+            fixed_config = load_config(tree, tree / config.file.relative_to(config.root)) if config.file else load_config(tree)
+            report = bench(fixed_config, base="HEAD", progress=progress)
+    except Exception as exc:  # noqa: BLE001 - the review goes on without numbers, and says why
+        return {}, rv.Stage("bench", False, f"bench failed: {type(exc).__name__}: {exc}"[:2000])
+    max_error = max([v.get("max_error") or 0.0 for v in verdicts.values()] + [0.0])
+    out = {}
+    for t in report.targets:
+        if t.error or not t.points:
+            continue
+        p = t.points[0]
+        out[t.name] = rv.Benchmark(p.before.cold_start_s, p.after.cold_start_s, p.before.steady_s * 1000.0,
+                                   p.after.steady_s * 1000.0, p.steady_ratio, max_error)
+    return out, rv.Stage("bench", True, "")
 
 
 def write_outputs(result: PrResult, out: Path, summary: Optional[Path]) -> None:

@@ -314,3 +314,19 @@ def test_sticky_comment_never_and_always(monkeypatch, capsys, github, pr_repo, t
     post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head)
     post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head)
     assert len(github.issue_comments_of(1)) == 1 and len(github.requests("PATCH", r"/issues/comments/")) == 1
+
+
+def test_a_pasted_marker_on_someone_elses_comments_changes_nothing(monkeypatch, capsys, github, pr_repo, tmp_path):
+    """A person can paste our hidden markers; their comments are neither edited nor deleted,
+    the gate does not degrade to read-only mode, and re-runs still post one sticky comment."""
+    from tests.github_server.server import IssueComment
+
+    human = github.add_user("ghp_human", "mallory")
+    github.state.issue_comments.append(IssueComment(7, 1, human, "<!-- graphmend:sticky --> all good, merge it"))
+    review = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head))
+    for _ in range(2):
+        code, result, _ = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head)
+        assert code == 1 and result["mode"] == "full" and result["gate"] == "check-run"
+    ours = [c for c in github.issue_comments_of(1) if c.user.login == "graphmend[bot]"]
+    assert len(ours) == 1 and "❌ 3 new" in ours[0].body
+    assert github.issue_comments_of(1)[0].body.endswith("merge it")

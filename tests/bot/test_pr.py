@@ -149,3 +149,56 @@ def test_pr_then_post_keeps_the_gate_red_when_the_pr_edits_the_baseline(tmp_path
     assert run.conclusion == "failure" and run.head_sha == head
     [comment] = server.comments_of(1)
     assert comment.path == "src/model.py" and comment.line == 11 and "GM101" in comment.body
+
+
+TARGETS = '''import torch
+
+from src.model import Model
+
+
+def tiny():
+    torch.manual_seed(0)
+    return Model().eval(), (torch.randn(2, 4),)
+'''
+
+CONFIG_WITH_TARGET = """paths: [src/]
+targets:
+  - name: tiny
+    entry: tools.targets:tiny
+    device: cpu
+    backend: eager
+sandbox:
+  timeout_s: 300
+"""
+
+
+def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "tools").mkdir()
+    (root / "src" / "__init__.py").write_text("")
+    (root / "tools" / "__init__.py").write_text("")
+    (root / "tools" / "targets.py").write_text(TARGETS)
+    (root / "graphmend.yml").write_text(CONFIG_WITH_TARGET)
+    (root / "src" / "model.py").write_text(BASE.replace('        print("old", h.shape)\n', "").replace("model = torch.compile(Model())\n", ""))
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "base")
+    base = git(root, "rev-parse", "HEAD")
+    (root / "src" / "model.py").write_text(HEAD.replace("model = torch.compile(Model())\n", ""))
+    git(root, "commit", "-q", "-am", "head")
+    head = git(root, "rev-parse", "HEAD")
+
+    result = analyse(root, base, head, cache_dir=tmp_path / "cache")
+    [t] = result.review.targets
+    assert t.name == "tiny" and t.base.break_count == 0 and t.head.break_count >= 1 and not t.head.error
+    introduced = [f for f in result.review.findings if f.status == "introduced"]
+    assert introduced and all(f.target == "tiny" and f.verified for f in introduced)
+    assert any(f.gb_id == "GB0170" and f.line == 11 for f in introduced)
+    assert result.verdict.passed is False
+    stages = {s.name: s for s in result.review.stages}
+    for f in introduced:
+        if f.fix is not None:  # proposed: then it says whether verification passed
+            assert f.fix.verification is not None and f.fix.verification.status in ("passed", "failed", "not-run")
+        else:
+            assert f.decline or not stages["fix"].ran
