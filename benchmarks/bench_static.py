@@ -10,6 +10,7 @@ parsing; a third measurement runs static detection with its process pool as ``ch
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 import time
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
         texts.append((rel, text))
     size_mb = sum(len(t.encode("utf-8")) for _, t in texts) / 1e6
     print(f"tree: {root}/{args.paths}: {len(files)} files, {size_mb:.1f} MB, python {sys.version.split()[0]}, "
-          f"libcst {cst.__version__ if hasattr(cst, '__version__') else '?'}, {os.cpu_count()} CPUs")
+          f"libcst {importlib.metadata.version('libcst')}, {os.cpu_count()} CPUs")
 
     t0 = time.perf_counter()
     for _, text in texts:

@@ -752,10 +752,11 @@ class _FileScan:
             method = func.attr.value
             if resolved is not None:  # a function of some imported module, not a tensor method
                 return None
-            if method in SCALAR_METHODS:
-                return _Ev(_SCALAR, node)
-            if method in VALUE_METHODS:
-                return _Ev(_TENSOR, node)
+            if method in SCALAR_METHODS or method in VALUE_METHODS:
+                # NumPy arrays have `.max()` and `.item()` too, and reading them is no graph break.
+                if self._numpy_origin(func.value, at, depth):
+                    return None
+                return _Ev(_SCALAR if method in SCALAR_METHODS else _TENSOR, node)
             if method in META_METHODS:
                 return None
             # A method of a tensor (`x.float()`, `mask.eq(0)`) is a tensor too.
@@ -770,6 +771,28 @@ class _FileScan:
             if name in REDUCING_BUILTINS:
                 return args
         return None
+
+    def _numpy_origin(self, node: cst.BaseExpression, at: int, depth: int) -> bool:
+        """Whether ``node`` is traced back to a NumPy call (``np.array(...)``, ``a.reshape(...)``)."""
+        if depth < 0:
+            return False
+        if isinstance(node, cst.Call):
+            resolved = self.imports.resolve(node.func)
+            if resolved is not None:
+                return resolved.startswith("numpy.")
+            if isinstance(node.func, cst.Attribute):
+                return self._numpy_origin(node.func.value, at, depth)
+            return False
+        if isinstance(node, cst.Name):
+            earlier = [b for b in self.funcs[-1].bindings.get(node.value, ()) if b.order < at]
+            if earlier and earlier[-1].value is not None:
+                return self._numpy_origin(earlier[-1].value, earlier[-1].order, depth - 1)
+            return False
+        if isinstance(node, cst.BinaryOperation):
+            return self._numpy_origin(node.left, at, depth) or self._numpy_origin(node.right, at, depth)
+        if isinstance(node, (cst.Subscript, cst.Attribute)):
+            return self._numpy_origin(node.value, at, depth)
+        return False
 
     # -- sites ----------------------------------------------------------------------------------
 

@@ -431,3 +431,21 @@ def test_gb_ids_are_confirmed_by_the_installed_registry():
         gb_id, gb_type, url = static_mod._gb(pair)
         assert (gb_id, gb_type) == pair and url.endswith(f"/{pair[0].lower()}.html")
     assert static_mod._gb(("GB0170", "some other text")) == (None, None, None)
+
+
+def test_numpy_reductions_are_not_tensor_reads(tmp_path):
+    config = _write(tmp_path, {"m.py": '''
+        import numpy as np
+        import torch
+
+        @torch.compile
+        def f(x, n):
+            idx = np.array([1, 2, 3])
+            idx = idx.reshape(3, 1) + 1
+            if idx.max() > n:
+                idx = idx - 1
+            if x.max() > n:
+                x = x - 1
+            return x
+    '''})
+    assert [b.line for b in detect_static(config).breaks] == [10]
