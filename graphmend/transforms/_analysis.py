@@ -540,3 +540,102 @@ def _operand(expr: cst.CSTNode, t: _Torch) -> str:
     if isinstance(expr, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
         return text
     return f"({text})"
+
+
+# ------------------------------------------------------------------------------------------
+# Same shape and dtype
+
+
+# Ops whose result has the shape and dtype of their (first) tensor argument for any dtype,
+# when every other argument is a Python scalar.
+KEEP_META = frozenset("clamp clip clamp_min clamp_max abs neg negative nan_to_num relu sign floor ceil round trunc clone detach contiguous".split())
+# Ops that keep the shape, and the dtype only for floating-point inputs (int -> float32).
+KEEP_META_FLOAT = frozenset("tanh sigmoid exp expm1 sqrt rsqrt log log1p sin cos erf reciprocal softmax log_softmax".split())
+_REQ_RANK = {"any": 0, "numeric": 1, "float": 2}
+
+
+@dataclass(frozen=True)
+class Meta:
+    """An expression shown to have the shape of tensor ``base``, and its dtype when ``base``'s
+    dtype satisfies ``requires`` (any dtype / numeric, not bool / floating point)."""
+
+    base: str
+    requires: str = "any"
+
+
+def _stronger(a: str, b: str) -> str:
+    return a if _REQ_RANK[a] >= _REQ_RANK[b] else b
+
+
+def meta(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) -> Optional[Meta]:
+    """Shape/dtype of ``expr`` relative to one tensor variable, or None when unknown.
+
+    ``scalars`` are names known to hold Python numbers (setup statements such as
+    ``clamp_value = torch.finfo(h.dtype).max - 1000``).
+    """
+    if isinstance(expr, cst.Name):
+        return None if expr.value in scalars else Meta(expr.value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        inner = meta(expr.expression, t, scalars)
+        return Meta(inner.base, _stronger(inner.requires, "numeric")) if inner else None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+        for tensor_side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+            inner = meta(tensor_side, t, scalars)
+            if inner is None or not is_python_scalar(other, t, scalars):
+                continue
+            is_float = isinstance(other, cst.Float) or isinstance(expr.operator, cst.Divide) or not isinstance(other, cst.Integer)
+            return Meta(inner.base, _stronger(inner.requires, "float" if is_float else "numeric"))
+        return None
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        if kind == "method":
+            receiver = expr.func.value  # type: ignore[union-attr]
+            rest = list(expr.args)
+        elif kind in ("torch", "F") and expr.args and expr.args[0].keyword is None:
+            receiver = expr.args[0].value
+            rest = list(expr.args[1:])
+        else:
+            return None
+        inner = meta(receiver, t, scalars)
+        if inner is None:
+            return None
+        if name in KEEP_META or name in KEEP_META_FLOAT:
+            if name in ("softmax", "log_softmax"):
+                ok = all(a.keyword is not None and a.keyword.value == "dim" or isinstance(a.value, (cst.Integer, cst.UnaryOperation)) for a in rest)
+            else:
+                ok = all(is_python_scalar(a.value, t, scalars) for a in rest)
+            if not ok:
+                return None
+            return Meta(inner.base, _stronger(inner.requires, "float" if name in KEEP_META_FLOAT else "any"))
+        if name == "masked_fill" and len(rest) == 2 and is_python_scalar(rest[1].value, t, scalars):
+            # the mask broadcasts to the tensor: the result has the tensor's shape and dtype
+            return Meta(inner.base, _stronger(inner.requires, "float" if isinstance(rest[1].value, cst.Float) else "numeric"))
+        return None
+    return None
+
+
+def is_python_scalar(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) -> bool:
+    """A Python number: a literal, a name known to hold one, ``torch.finfo(..).max`` and
+    arithmetic of those."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.Name):
+        return expr.value in scalars
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        return is_python_scalar(expr.expression, t, scalars)
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, (cst.MatrixMultiply,)):
+        return is_python_scalar(expr.left, t, scalars) and is_python_scalar(expr.right, t, scalars)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Call):
+        kind, name = t.func(expr.value.func)
+        return kind == "torch" and name in ("finfo", "iinfo") and expr.attr.value in ("max", "min", "eps", "tiny", "smallest_normal", "resolution")
+    return False
+
+
+def requirement_met(requires: str, known_dtype: Optional[str]) -> bool:
+    if requires == "any":
+        return True
+    if known_dtype is None:
+        return False
+    if requires == "float":
+        return known_dtype in ("float16", "half", "bfloat16", "float32", "float", "float64", "double", "floating")
+    return known_dtype != "bool"

@@ -260,6 +260,10 @@ class DataDependentBranch(Transform):
             if not eff.ok and not isinstance(part, cst.Comparison):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
 
+        # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
+        self._dtypes = _known_dtypes(static, t)
+        self._scalars = frozenset()
+
         # 3. the arms and the reconciling shape
         arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
         for stmts in arms_stmts:
@@ -302,6 +306,8 @@ class DataDependentBranch(Transform):
                     safety = Safety.UNSAFE
                     notes.append(f"`{eff.nan_prone[0]}` in a setup statement may produce inf/NaN on the other path")
                 names.add(_assigned_name(s))
+                if A.is_python_scalar(value, t, self._scalars):
+                    self._scalars = self._scalars | {_assigned_name(s)}
             setup_names.append(names)
         for i, arm in enumerate(arms):
             others = set().union(*(setup_names[j] for j in range(len(arms)) if j != i))
@@ -452,11 +458,40 @@ class DataDependentBranch(Transform):
         ranks = [_rank_change(v) for v in values]
         if len(set(ranks)) > 1:
             raise _Declined(f"{what} has a different shape in each branch ({', '.join(A.code(v) for v in values)}); torch.where would broadcast")
+        # torch.where broadcasts a [3] value against a [1, 3] one and promotes float16 against
+        # bfloat16: the fix is safe only when every selected value provably has the shape and
+        # dtype of one tensor.
+        metas = [A.meta(v, t, self._scalars) for v in values]
+        bases = {m.base for m in metas if m is not None}
+        proven = all(m is not None for m in metas) and len(bases) == 1 and all(
+            A.requirement_met(m.requires, self._dtypes.get(m.base)) for m in metas  # type: ignore[union-attr]
+        )
+        if not proven:
+            safety = Safety.UNSAFE
+            notes.append(
+                f"cannot show that {what} has the same shape and dtype in every branch "
+                f"({', '.join(A.code(v) for v in values)}); torch.where would broadcast or promote if not"
+            )
         return safety
 
 
 # ------------------------------------------------------------------------------------------
 # helpers
+
+
+def _known_dtypes(static: list[cst.BaseExpression], t: A._Torch) -> dict[str, str]:
+    known: dict[str, str] = {}
+    for part in static:
+        if isinstance(part, cst.Comparison) and len(part.comparisons) == 1 and isinstance(part.comparisons[0].operator, (cst.Equal, cst.Is)):
+            left, right = part.left, part.comparisons[0].comparator
+            if isinstance(left, cst.Attribute) and left.attr.value == "dtype" and isinstance(left.value, cst.Name):
+                d = A.dotted(right).split(".")
+                if len(d) == 2 and d[0] in t.torch_names and d[1] in A.DTYPE_NAMES:
+                    known[left.value.value] = d[1]
+        if isinstance(part, cst.Call) and isinstance(part.func, cst.Attribute) and part.func.attr.value == "is_floating_point":
+            if isinstance(part.func.value, cst.Name):
+                known[part.func.value.value] = "floating"
+    return known
 
 
 def _looks_tensorish(test: cst.BaseExpression, t: A._Torch) -> bool:
