@@ -19,7 +19,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
-import github
 import requests
 from github import Auth, Github, GithubException
 
@@ -317,10 +316,22 @@ class GitHubClient:
     def create_check_run(self, payload: dict, recheck: Callable[[], Optional[int]]) -> int:
         return self._write(lambda: self._request("POST", f"{self._repo.url}/check-runs", payload)["id"], recheck)
 
-    def update_check_run(self, check_id: int, payload: dict) -> None:
-        # A check run update is idempotent (appending the same annotations twice is the one
-        # exception, so the caller sends each page once and re-checks nothing).
-        self._write(lambda: self._request("PATCH", f"{self._repo.url}/check-runs/{check_id}", payload))
+    def annotations_count(self, check_id: int) -> int:
+        data = self._read(lambda: self._request("GET", f"{self._repo.url}/check-runs/{check_id}"))
+        return int((data.get("output") or {}).get("annotations_count") or 0)
+
+    def add_annotations(self, check_id: int, payload: dict, expected_total: int) -> int:
+        """One page of annotations. GitHub appends annotations on every update, so a page
+        whose answer was lost is re-sent only if the count shows it did not arrive."""
+        def send() -> int:
+            data = self._request("PATCH", f"{self._repo.url}/check-runs/{check_id}", payload)
+            return int((data.get("output") or {}).get("annotations_count") or expected_total)
+
+        def recheck() -> Optional[int]:
+            count = self.annotations_count(check_id)
+            return count if count >= expected_total else None
+
+        return self._write(send, recheck)
 
     def create_status(self, sha: str, state: str, context: str, description: str) -> None:
         payload = {"state": state, "context": context, "description": description[:140]}

@@ -273,7 +273,8 @@ class Poster:
             check_id = self.client.create_check_run(payload, recheck)
             for start in range(ANNOTATIONS_PER_CALL, len(anns), ANNOTATIONS_PER_CALL):
                 page = anns[start : start + ANNOTATIONS_PER_CALL]
-                self.client.update_check_run(check_id, {"output": {"title": title, "summary": summary, "annotations": page}})
+                self.client.add_annotations(check_id, {"output": {"title": title, "summary": summary, "annotations": page}},
+                                            expected_total=start + len(page))
             result.gate = "check-run"
             return
         except PermissionDenied as exc:

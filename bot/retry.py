@@ -31,7 +31,9 @@ class Policy:
     base_wait_s: float = 0.5
 
     def wait(self, err: TransientError, attempt: int) -> float:
-        return min(self.max_wait_s, max(err.wait_s, self.base_wait_s * (2**attempt) if err.wait_s <= 0 else err.wait_s))
+        """What the server asked for (``retry-after``), else exponential backoff; capped."""
+        wanted = err.wait_s if err.wait_s > 0 else self.base_wait_s * (2**attempt)
+        return min(self.max_wait_s, wanted)
 
 
 def read(fn: Callable[[], T], policy: Policy = Policy(), sleep: Callable[[float], None] = time.sleep) -> T:

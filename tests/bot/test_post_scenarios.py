@@ -12,7 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
 
 from graphmend.cli import main
 from tests.bot.conftest import (FOLLOW_UP_MODEL, FP_BRANCH, FP_GUARD, FP_NONZERO, REPO_NAME, RO_TOKEN, TOKEN, finding,
@@ -285,6 +284,15 @@ def test_annotations_are_paged_fifty_per_call(monkeypatch, capsys, github, pr_re
     [run] = github.state.check_runs
     assert len(run.annotations) == 120
     assert len(github.requests("POST", "/check-runs$")) == 1 and len(github.requests("PATCH", "/check-runs/")) == 2
+
+
+def test_a_lost_answer_to_an_annotation_page_does_not_duplicate_it(monkeypatch, capsys, github, pr_repo, tmp_path):
+    github.inject("checks/update", "502", after=True)  # the page arrived; its answer did not
+    data = pr_review(pr_repo.base, pr_repo.head)
+    data["findings"] = [finding(f"{i:020x}", 1 + i % 70, f"break {i}", file="src/util.py") for i in range(80)]
+    post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
+    [run] = github.state.check_runs
+    assert len(run.annotations) == 80 and len(github.requests("PATCH", "/check-runs/")) == 1
     [rv] = github.reviews_of(1)
     assert len(rv.body) < 65536
 

@@ -3,7 +3,6 @@ and never needs the engine. A meta-path hook makes any import of torch (or libcs
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -24,7 +24,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from tests.github_server import spec
@@ -411,6 +411,7 @@ ROUTES: list[Route] = [
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs", "checks/create", "create_check_run"),
         ("PATCH", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<id>\d+)", "checks/update", "update_check_run"),
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/commits/(?P<ref>[^/]+)/check-runs", "checks/list-for-ref", "list_check_runs"),
+        ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<id>\d+)", "checks/get", "get_check_run"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/statuses/(?P<sha>[0-9a-f]{40})", "repos/create-commit-status", "create_status"),
     ]
 ]
@@ -710,6 +711,12 @@ class _Handler(BaseHTTPRequestHandler):
             run.annotations.extend(self._annotations(output))  # GitHub appends annotations on update
         if body.get("conclusion"):
             run.conclusion, run.status = body["conclusion"], "completed"
+        return 200, check_run_json(run, repo), {}
+
+    def op_get_check_run(self, repo, params, query, body, user):
+        run = next((r for r in self.state.check_runs if r.id == int(params["id"])), None)
+        if run is None:
+            raise HttpError(404, "Not Found")
         return 200, check_run_json(run, repo), {}
 
     def op_list_check_runs(self, repo, params, query, body, user):
