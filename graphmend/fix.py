@@ -1,0 +1,350 @@
+"""The fix loop behind ``graphmend fix``: detect, rewrite a copy, re-detect, repeat, write.
+
+With targets (dynamic mode) Dynamo's own breaks are the ground truth: each break (file:line) is
+routed to the rules that handle it, the fixes allowed by the safety threshold and
+``select``/``ignore`` are applied to a COPY of the tree, the targets run again on the copy, and
+this repeats until nothing changes (at most ``MAX_ROUNDS``). A round after which a target fails
+or has more breaks than before is rolled back and its fixes are reported as failed. Only then
+are the changed files written to the real tree (or shown as a unified diff).
+
+Without a target (static mode) the candidates come from reading the source; nothing was run, so
+they are applied only with ``unsafe`` and are reported as unverified.
+
+Files outside ``config.paths`` are never edited: their fixes are reported as a patch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
+
+from graphmend.config import Config
+from graphmend.model import SCHEMA_VERSION, Decline, FileError, Fix, GraphBreak, Safety, TargetResult
+from graphmend.transforms.base import Failure, RuleContext, Suppressed
+from graphmend.transforms.engine import FileResult, Skipped, fix_text, route_breaks
+
+MAX_ROUNDS = 4
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's rewrite: the unified diff, and whether it was written to the tree."""
+
+    file: str
+    diff: str
+    fixes: tuple[str, ...] = ()  # rule codes applied, in order
+    written: bool = False
+    outside_paths: bool = False
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """A target's breaks and graphs before and after the fixes (dynamic mode)."""
+
+    name: str
+    breaks_before: int = 0
+    breaks_after: int = 0
+    graphs_before: int = 0
+    graphs_after: int = 0
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FixReport:
+    """What ``graphmend fix`` did. JSON shape: schemas/fix.schema.json."""
+
+    mode: str  # "dynamic" | "static"
+    verified: bool  # True when every applied fix was re-detected on a target
+    threshold: Safety = Safety.SAFE
+    rounds: int = 0
+    targets: tuple[TargetSummary, ...] = ()
+    applied: tuple[Fix, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    declined: tuple[Decline, ...] = ()
+    failed: tuple[Failure, ...] = ()
+    suppressed: tuple[Suppressed, ...] = ()
+    changes: tuple[FileChange, ...] = ()
+    patches: tuple[FileChange, ...] = ()  # fixes in files outside `paths`, never applied
+    remaining: tuple[GraphBreak, ...] = ()  # breaks left after the fixes
+    errors: tuple[FileError, ...] = ()
+    written: bool = False
+    version: int = SCHEMA_VERSION
+
+    @property
+    def failed_run(self) -> bool:
+        return bool(self.errors) or bool(self.failed) or any(t.error for t in self.targets)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing is left to fix; 1 when findings remain or anything failed."""
+        return 1 if self.failed_run or self.remaining else 0
+
+
+def apply_fixes(
+    config: Config,
+    paths: Optional[Sequence[str]] = None,
+    target_names: Optional[Sequence[str]] = None,
+    *,
+    unsafe: bool = False,
+    write: bool = True,
+    progress: Optional[Progress] = None,
+    runner: object = None,
+) -> FixReport:
+    """Fix what can be fixed; see the module docstring. ``paths`` narrows the files edited."""
+    threshold = Safety.UNSAFE if unsafe or config.fix.safety == "unsafe" else Safety.SAFE
+    if target_names or (config.targets and target_names is None):
+        return _dynamic(config, paths, target_names, threshold, write, progress, runner)
+    return _static(config, paths, threshold, write, progress)
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def _say(progress: Optional[Progress], message: str) -> None:
+    if progress:
+        progress(message)
+
+
+def _wanted(rel: str, paths: Optional[Sequence[str]]) -> bool:
+    if not paths:
+        return True
+    rel = rel.replace("\\", "/")
+    for p in paths:
+        p = p.replace("\\", "/").strip("/")
+        if p in ("", ".") or rel == p or rel.startswith(p + "/"):
+            return True
+    return False
+
+
+def _diff(rel: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"a/{rel}", tofile=f"b/{rel}"))
+
+
+def _rules(config: Config):
+    from graphmend.transforms.registry import selected_rules
+
+    return selected_rules(config.fix.select, config.fix.ignore)
+
+
+def _context(config: Config, threshold: Safety, file: str, targets: Sequence = (), verified: bool = False) -> RuleContext:
+    devices = {t.device for t in targets}
+    dtypes = {t.dtype for t in targets}
+    # A site reached from several targets gets the strictest device: a CUDA assert is fatal.
+    device = "cuda" if "cuda" in devices else ("cpu" if devices == {"cpu"} else (None if not devices else "auto"))
+    return RuleContext(file=file, threshold=threshold, select=config.fix.select, ignore=config.fix.ignore,
+                       device=device, dtype=dtypes.pop() if len(dtypes) == 1 else None, verified=verified)
+
+
+def _group(breaks: Iterable[GraphBreak]) -> dict[str, list[GraphBreak]]:
+    by_file: dict[str, list[GraphBreak]] = {}
+    for b in breaks:
+        by_file.setdefault(b.file, []).append(b)
+    return by_file
+
+
+def _read(root: Path, rel: str) -> str:
+    from graphmend.sources import read_source
+
+    return read_source(root, rel)
+
+
+def _fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules) -> FileResult:
+    from graphmend.sources import SourceError
+
+    try:
+        text = _read(root, rel)
+    except SourceError as exc:
+        return FileResult(rel, "", "", error=str(exc))
+    lines = route_breaks(breaks, rules)
+    return fix_text(rel, text, ctx, rules, lines)
+
+
+# ------------------------------------------------------------------------------------------
+# Dynamic mode
+
+
+def _dynamic(config, paths, target_names, threshold, write, progress, runner) -> FixReport:
+    from graphmend.detect.dynamic import detect_targets
+
+    names = list(target_names) if target_names else [t.name for t in config.targets]
+    targets = [config.target(n) for n in names]  # ConfigError for an unknown name
+    rules = _rules(config)
+    tmp = Path(tempfile.mkdtemp(prefix="graphmend-fix-"))
+    try:
+        from graphmend.trees import copy_tree
+
+        copy = copy_tree(config.root, tmp / "tree")
+        _say(progress, "detecting breaks on the targets")
+        before = detect_targets(config, names, root=copy, runner=runner)
+        current = before
+        originals: dict[str, str] = {}
+        applied: list[Fix] = []
+        failed: list[Failure] = []
+        declined: dict[tuple, Decline] = {}
+        skipped: dict[tuple, Skipped] = {}
+        suppressed: dict[tuple, Suppressed] = {}
+        errors: list[FileError] = []
+        patches: dict[str, FileChange] = {}
+        rounds = 0
+        for rounds in range(1, MAX_ROUNDS + 1):
+            breaks = [b for t in current if not t.error for b in t.breaks]
+            changed: dict[str, str] = {}  # rel -> text before this round
+            round_fixes: list[Fix] = []
+            for rel, file_breaks in sorted(_group(breaks).items()):
+                if Path(rel).is_absolute() or rel.startswith("<") or not _wanted(rel, paths):
+                    continue  # outside the repository (a library): nothing to edit
+                ctx = _context(config, threshold, rel, targets, verified=True)
+                result = _fix_file(copy, rel, file_breaks, ctx, rules)
+                if result.error:
+                    errors.append(FileError(rel, result.error))
+                    continue
+                for d in result.declined:
+                    declined[(d.file, d.line, d.rule)] = d
+                for s in result.skipped:
+                    skipped[(s.fix.file, s.fix.line, s.fix.rule)] = s
+                for s in result.suppressed:
+                    suppressed[(s.file, s.line, s.rule)] = s
+                failed.extend(result.failed)
+                if not result.changed:
+                    continue
+                if not config.is_in_paths(rel):
+                    # Never edited: the fix goes to the report as a patch.
+                    patches.setdefault(rel, FileChange(rel, _diff(rel, result.original, result.text),
+                                                       tuple(f.rule for f in result.applied), outside_paths=True))
+                    continue
+                originals.setdefault(rel, result.original)
+                changed[rel] = result.original
+                (copy / rel).write_text(result.text, encoding="utf-8")
+                round_fixes.extend(result.applied)
+            if not changed:
+                break
+            _say(progress, f"round {rounds}: {len(round_fixes)} fix(es) applied; re-detecting")
+            after = detect_targets(config, names, root=copy, runner=runner)
+            regressed = _regressed(current, after)
+            if regressed:
+                for rel, old in changed.items():
+                    (copy / rel).write_text(old, encoding="utf-8")
+                failed.extend(Failure(f.rule, f.file, f.line, f"rolled back: {regressed}") for f in round_fixes)
+                break
+            applied.extend(round_fixes)
+            for f in round_fixes:  # a site that got fixed is no longer skipped/declined
+                skipped.pop((f.file, f.line, f.rule), None)
+            current = after
+        changes = []
+        for rel, old in sorted(originals.items()):
+            new = (copy / rel).read_text(encoding="utf-8")
+            if new == old:
+                continue
+            written = False
+            if write:
+                (config.root / rel).write_text(new, encoding="utf-8")
+                written = True
+            changes.append(FileChange(rel, _diff(rel, old, new), tuple(f.rule for f in applied if f.file == rel), written=written))
+        summaries = tuple(
+            TargetSummary(name=b.name, breaks_before=b.break_count, breaks_after=a.break_count,
+                          graphs_before=b.graph_count, graphs_after=a.graph_count, error=a.error or b.error)
+            for b, a in zip(before, current)
+        )
+        remaining = tuple(b for t in current for b in t.breaks)
+        live = {(b.file, b.line) for b in remaining}
+        return FixReport(
+            mode="dynamic",
+            verified=True,
+            threshold=threshold,
+            rounds=rounds,
+            targets=summaries,
+            applied=tuple(applied),
+            skipped=tuple(v for k, v in sorted(skipped.items())),
+            declined=tuple(v for k, v in sorted(declined.items()) if _still_there(v, live, applied)),
+            failed=tuple(failed),
+            suppressed=tuple(v for _, v in sorted(suppressed.items())),
+            changes=tuple(changes),
+            patches=tuple(v for _, v in sorted(patches.items())),
+            remaining=remaining,
+            errors=tuple(errors),
+            written=write and bool(changes),
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _still_there(d: Decline, live: set, applied: Sequence[Fix]) -> bool:
+    return not any(f.file == d.file and f.line == d.line for f in applied)
+
+
+def _regressed(before: Sequence[TargetResult], after: Sequence[TargetResult]) -> str:
+    """Why a round must be undone: a target now fails, or has more breaks than before."""
+    for b, a in zip(before, after):
+        if a.error and not b.error:
+            return f"target {a.name} failed after the rewrite: {a.error.splitlines()[0] if a.error else ''}"
+        if not a.error and not b.error and a.break_count > b.break_count:
+            return f"target {a.name} has more breaks after the rewrite ({b.break_count} -> {a.break_count})"
+    return ""
+
+
+# ------------------------------------------------------------------------------------------
+# Static mode
+
+
+def _static(config, paths, threshold, write, progress) -> FixReport:
+    from graphmend.detect.static import detect_static
+
+    _say(progress, "reading the source for static candidates")
+    found = detect_static(config, list(paths) if paths else None)
+    rules = _rules(config)
+    changes, applied, skipped, declined, failed, suppressed = [], [], [], [], [], []
+    remaining: list[GraphBreak] = []
+    errors = list(found.errors)
+    by_file = _group(found.breaks)
+    for rel, file_breaks in sorted(by_file.items()):
+        ctx = _context(config, threshold, rel, verified=False)
+        result = _fix_file(config.root, rel, file_breaks, ctx, rules)
+        if result.error:
+            errors.append(FileError(rel, result.error))
+            remaining.extend(file_breaks)
+            continue
+        declined.extend(result.declined)
+        failed.extend(result.failed)
+        suppressed.extend(result.suppressed)
+        skipped.extend(result.skipped)
+        if threshold is not Safety.UNSAFE:
+            # Nothing was run: a static candidate is applied only when unsafe fixes are allowed.
+            skipped.extend(Skipped(f, "unverified static candidate: run with --target, or apply with --unsafe-fixes")
+                           for f in result.applied)
+            remaining.extend(file_breaks)
+            continue
+        applied.extend(result.applied)
+        fixed_lines = {f.line for f in result.applied}
+        remaining.extend(b for b in file_breaks if b.line not in fixed_lines)
+        if result.changed:
+            written = False
+            if write and config.is_in_paths(rel):
+                (config.root / rel).write_text(result.text, encoding="utf-8")
+                written = True
+            changes.append(FileChange(rel, _diff(rel, result.original, result.text),
+                                      tuple(f.rule for f in result.applied), written=written))
+    return FixReport(
+        mode="static",
+        verified=False,
+        threshold=threshold,
+        rounds=1,
+        applied=tuple(applied),
+        skipped=tuple(skipped),
+        declined=tuple(declined),
+        failed=tuple(failed),
+        suppressed=tuple(suppressed),
+        changes=tuple(changes),
+        remaining=tuple(remaining),
+        errors=tuple(errors),
+        written=write and any(c.written for c in changes),
+    )
+
+
+__all__ = ["FileChange", "FixReport", "TargetSummary", "apply_fixes", "MAX_ROUNDS"]
