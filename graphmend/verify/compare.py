@@ -70,6 +70,8 @@ class LineMap:
         self._maps: dict[str, Optional[list[tuple[str, int, int, int, int]]]] = {}
 
     def rel(self, path: str, root: Path) -> str:
+        if not os.path.isabs(path):
+            return path.replace(os.sep, "/")  # made repo-relative by the worker
         try:
             return os.path.relpath(os.path.realpath(path), os.path.realpath(root)).replace(os.sep, "/") if _inside(path, root) else path
         except ValueError:

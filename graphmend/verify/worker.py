@@ -84,10 +84,20 @@ class _RecordCollector(logging.Handler):
         self.records.append({
             "message": record.getMessage(),
             "level": record.levelname,
-            "pathname": record.pathname,
+            "pathname": repo_relative(record.pathname),
             "lineno": record.lineno,
             "funcName": _RESUME_RE.sub(r"\1", record.funcName or ""),
         })
+
+
+def repo_relative(path: str) -> str:
+    """A path inside the tree being run as a repo-relative path (the worker runs from the
+    tree's root: a temp folder, the working tree, or /workspace in a container), else as is."""
+    root = os.path.realpath(os.getcwd())
+    real = os.path.realpath(path) if path else path
+    if real and (real == root or real.startswith(root + os.sep)):
+        return os.path.relpath(real, root).replace(os.sep, "/")
+    return path
 
 
 def _torch_dir() -> str:
@@ -115,7 +125,7 @@ def _capture():
         sys.stdout.flush()
         captured["stdout"] = out.getvalue()
         captured["warnings"] = [
-            {"category": w.category.__name__, "message": str(w.message), "filename": w.filename, "lineno": w.lineno}
+            {"category": w.category.__name__, "message": str(w.message), "filename": repo_relative(str(w.filename)), "lineno": w.lineno}
             for w in (caught if "caught" in locals() else [])
             # Dynamo's own warnings (recompilation limits, fallbacks) are about compiling.
             if not str(w.filename).startswith(torch_dir)

@@ -86,3 +86,19 @@ def test_missing_image_is_a_clear_error(dockerd, tmp_path):
     r = DockerRunner("graphmend-no-such-image:1", base_url=dockerd.host)
     result = r.run(selftest(tmp_path))
     assert not result.ok and "graphmend-no-such-image:1" in result.error and "not on the docker daemon" in result.error
+
+
+def test_verify_runs_both_trees_in_containers(runner, make_repo):
+    """The same verify protocol through the container runner: request, tensors and JSON via /scratch."""
+    from graphmend.config import load_config
+    from graphmend.verify import verify
+    from tests.verify.repo_files import BRANCH, MODEL, WHERE, files
+
+    root = make_repo(files())
+    (root / "pkg/model.py").write_text(MODEL.replace(BRANCH, WHERE))
+    runner.memory = "2g"
+    report = verify(load_config(root), runner=runner, count_breaks=False)
+    (target,) = report.targets
+    assert target.error is None and target.ok, target.mismatches
+    assert target.cases == 4 and target.failing_cases == 1
+    assert target.environment.torch_version.startswith("2.")
