@@ -23,11 +23,21 @@ from bot.diff import parse_files
 from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
 from bot.gate import Verdict, apply_baseline, compute_verdict
 from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
+from bot.retry import TransientError
 from bot.review import Review
 
 CHECK_NAME = "GraphMend"
 STATUS_CONTEXT = "graphmend/gate"
 ANNOTATIONS_PER_CALL = 50  # GitHub's limit per check-run create/update
+
+
+def connect(token: str, repository: str, api_url: Optional[str] = None) -> GitHubClient:
+    """The client for ``repository`` (``api_url`` defaults to ``GITHUB_API_URL``)."""
+    return GitHubClient(token, repository, base_url=api_url)
+
+
+# Failures of GitHub that the poster could not work around: the caller reports them in one line.
+GITHUB_FAILURES: tuple[type[BaseException], ...] = (GitHubError, TransientError)
 
 
 class PostError(Exception):

@@ -52,7 +52,7 @@ def _event(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from bot import review as review_mod
     from bot.gate import baseline_fingerprints
-    from bot.post import Poster, PostError, PullTarget, pull_from_event
+    from bot.post import GITHUB_FAILURES, Poster, PostError, PullTarget, connect, pull_from_event
 
     try:
         review = review_mod.load(args.review)
@@ -69,9 +69,6 @@ def run(args: argparse.Namespace) -> int:
     event_name, payload = _event(args)
     token = os.environ.get(args.token_env, "")
     client = None
-    if token:
-        from bot.github_client import GitHubClient
-
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     lines: list[str] = []
 
@@ -82,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         repo = args.repo or ((payload.get("repository") or {}).get("full_name")) or os.environ.get("GITHUB_REPOSITORY", "")
         if token and repo:
-            client = GitHubClient(token, repo, base_url=args.api_url)
+            client = connect(token, repo, args.api_url)
         if args.pr is not None:
             if not args.head_sha:
                 raise UsageError("--pr needs --head-sha (the commit the review is for)")
@@ -102,14 +99,9 @@ def run(args: argparse.Namespace) -> int:
             result = poster.post(review)
     except PostError as exc:
         raise UsageError(str(exc)) from None
-    except Exception as exc:  # a GitHub failure we could not work around: one line, the gate fails
-        from bot.github_client import GitHubError
-        from bot.retry import TransientError
-
-        if isinstance(exc, (GitHubError, TransientError)):
-            print(f"graphmend post: error: GitHub: {exc}", file=sys.stderr)
-            return 1
-        raise
+    except GITHUB_FAILURES as exc:  # a GitHub failure we could not work around: one line, the gate fails
+        print(f"graphmend post: error: GitHub: {exc}", file=sys.stderr)
+        return 1
 
     v = result.verdict
     if args.format == "json":

@@ -338,3 +338,12 @@ def test_a_pasted_marker_on_someone_elses_comments_changes_nothing(monkeypatch, 
     ours = [c for c in github.issue_comments_of(1) if c.user.login == "graphmend[bot]"]
     assert len(ours) == 1 and "❌ 3 new" in ours[0].body
     assert github.issue_comments_of(1)[0].body.endswith("merge it")
+
+
+def test_an_unknown_pull_request_is_one_line_and_a_red_gate(monkeypatch, capsys, github, pr_repo, tmp_path):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    review = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head))
+    code = main(["post", str(review), "--repo", REPO_NAME, "--pr", "99", "--head-sha", pr_repo.head,
+                 "--api-url", github.url, "--summary", str(tmp_path / "s.md")])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "HTTP 404" in err
