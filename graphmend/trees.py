@@ -46,7 +46,14 @@ def resolve_rev(root: Path, rev: str) -> str:
 def export_rev(root: Path, rev: str, dest: Path) -> str:
     """Write the files of ``rev`` into ``dest`` (which must exist); returns the commit id."""
     commit = resolve_rev(root, rev)
-    data = _git(root, "archive", "--format=tar", commit)
+    # ``root`` may be a folder inside the repository (``-C examples``): take that folder of
+    # the revision, so that both trees have the same layout.
+    prefix = _git(root, "rev-parse", "--show-prefix").decode().strip().rstrip("/")
+    try:
+        top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip())
+        data = _git(top, "archive", "--format=tar", f"{commit}:{prefix}" if prefix else commit)
+    except TreeError:
+        raise TreeError(f"--base {rev!r}: {prefix}/ does not exist at that revision") from None
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
     return commit
@@ -76,13 +83,12 @@ def copy_tree(root: Path | str, dest: Path) -> Path:
     that are not ignored), which skips virtual environments and build output.
     """
     root = Path(root).resolve()
-    files: list[str] | None = None
-    if (root / ".git").exists():
-        try:
-            out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-            files = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
-        except TreeError:
-            files = None
+    files: list[str] | None
+    try:  # paths come back relative to ``root``, also when it is a folder inside the repository
+        out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        files = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
+    except TreeError:  # not a git repository
+        files = None
     dest.mkdir(parents=True, exist_ok=True)
     if files is None:
         shutil.copytree(root, dest, dirs_exist_ok=True, symlinks=True, ignore=lambda d, names: [n for n in names if n in _SKIP])
