@@ -14,6 +14,22 @@ The pull-request code GraphMend runs is untrusted, so the container gets:
 - GPUs only when the job's device is ``cuda``, through a ``DeviceRequest``, which needs the
   NVIDIA Container Toolkit on the host (``nvidia-ctk runtime configure --runtime=docker``).
 
+The image (``sandbox.image``). The container cannot install anything, so the image must hold
+Python, torch and everything the model imports. Either use the project's CI image (GraphMend's
+package is mounted in, see below), or build one ``FROM`` GraphMend's image (the repository's
+``Dockerfile``) that adds the model's dependencies::
+
+    FROM graphmend:latest
+    COPY requirements.txt /tmp/requirements.txt
+    RUN python -m pip install --no-cache-dir -r /tmp/requirements.txt
+
+and build it on the runner host (``docker build -t my-model-sandbox .``) before the job runs.
+
+GPUs. A cuda target's container gets ``DeviceRequest(count=-1, capabilities=[["gpu"]])``,
+which works only when the host has the NVIDIA driver and the NVIDIA Container Toolkit with the
+docker runtime registered (``nvidia-ctk runtime configure --runtime=docker``, then restart
+docker); without it the job fails with a message that says so, and nothing runs.
+
 GraphMend's own package is mounted read-only from the host at ``/opt/graphmend`` by default,
 so the worker speaks exactly the parent's protocol whatever version the image has; pass
 ``mount_graphmend=False`` to use the image's installation.
