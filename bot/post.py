@@ -190,6 +190,11 @@ class Poster:
             return
 
         todo = [p for p in plan.inline if p.finding.fingerprint not in live]
+        if not todo and not plan.body and not plan.patches:
+            # Every new break already has its live comment from an earlier head: a review
+            # with nothing new in it would only be noise.
+            result.notes.append("every new break already has a comment; no review for this head")
+            return
         moved: tuple[Placement, ...] = ()
         for attempt in range(3):
             body = render.review_body(review, verdict, plan, moved=moved)

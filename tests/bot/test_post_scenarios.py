@@ -347,3 +347,14 @@ def test_an_unknown_pull_request_is_one_line_and_a_red_gate(monkeypatch, capsys,
                  "--api-url", github.url, "--summary", str(tmp_path / "s.md")])
     err = capsys.readouterr().err.strip()
     assert code == 1 and len(err.splitlines()) == 1 and "HTTP 404" in err
+
+
+def test_a_new_head_with_nothing_new_posts_no_second_review(monkeypatch, capsys, github, pr_repo, tmp_path):
+    post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head)), pr_repo.head)
+    new_head = pr_repo.commit({"README.md": "docs only\n"})
+    github.push(REPO_NAME, 1, new_head)
+    code, result, _ = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, pr_review(pr_repo.base, new_head), "b.json"),
+                           new_head, event=event_file(tmp_path, 1, new_head, name="e2.json"))
+    assert code == 1 and len(github.reviews_of(1)) == 1 and len(github.comments_of(1)) == 3
+    assert all(c.line is not None for c in github.comments_of(1)) and result["deleted_comments"] == 0
+    assert [r.conclusion for r in github.state.check_runs if r.head_sha == new_head] == ["failure"]
