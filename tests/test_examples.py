@@ -93,6 +93,13 @@ def test_totals_agree_with_a_counting_backend(checked):
     assert counted == {t["name"]: t["graph_count"] for t in report["targets"]}
 
 
+def test_output_follows_the_check_schema(checked):
+    from graphmend import schemas
+
+    _, report = checked
+    schemas.validate("check", report)  # raises SchemaValidationError naming the bad place
+
+
 def test_environment_is_recorded(checked):
     _, report = checked
     envs = {t["name"]: t["environment"] for t in report["targets"]}

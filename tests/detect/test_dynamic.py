@@ -116,6 +116,20 @@ def outside(dtype=torch.float32, device="cpu"):
         return y * 2
 
     return wrapped, (torch.ones(2),)
+
+
+def recompiles(dtype=torch.float32, device="cpu"):
+    def step(x, tag):  # <- step
+        y = x * len(tag)
+        print("step")  # <- step-print
+        return y + 1
+
+    def run(x):
+        for i in range(12):
+            x = step(x, "s" * (i + 1))  # a new constant each call: a recompile each call
+        return x
+
+    return run, (torch.ones(2),)
 '''
 
 CONFIG = '''\
@@ -123,6 +137,7 @@ paths: [src/]
 targets:
   - {name: zoo, entry: "tools.graphmend_targets:zoo", device: cpu, backend: eager}
   - {name: outside, entry: "tools.graphmend_targets:outside", device: cpu, backend: eager}
+  - {name: recompiles, entry: "tools.graphmend_targets:recompiles", device: cpu, backend: eager}
 '''
 
 
@@ -153,9 +168,10 @@ def results(zoo_repo):
     assert outcome.ok, outcome.error
     zoo = result_from_data("zoo", outcome.data, config, zoo_repo)
     seen = []
-    (outside,) = detect_targets(config, ["outside"], progress=lambda name, done, total: seen.append((name, done, total)))
-    assert seen == [("outside", 0, 1), ("", 1, 1)]
-    return {"zoo": zoo, "outside": outside, "zoo_log": outcome.data["dynamo_log"]}
+    outside, recompiles = detect_targets(config, ["outside", "recompiles"],
+                                         progress=lambda name, done, total: seen.append((name, done, total)))
+    assert seen == [("outside", 0, 2), ("recompiles", 1, 2), ("", 2, 2)]
+    return {"zoo": zoo, "outside": outside, "recompiles": recompiles, "zoo_log": outcome.data["dynamo_log"]}
 
 
 def enclosing_def(text: str, line: int) -> str:
@@ -251,3 +267,20 @@ def test_agrees_with_dynamos_graph_breaks_log(results, zoo_repo):
     logged = dynamo_log_sites(results["zoo_log"], zoo_repo)
     ours = {(b.stack[-1].file, b.stack[-1].line) for b in results["zoo"].breaks}
     assert logged and logged == ours
+
+
+def test_recompile_limit_is_a_skipped_frame(results):
+    """Past ``recompile_limit`` Dynamo runs the function eagerly from then on: a skipped frame
+    at the function (Dynamo was not tracing, so there is no deeper stack)."""
+    r = results["recompiles"]
+    f = "tools/graphmend_targets.py"
+    got = [(b.file, b.line, b.category, b.gb_id) for b in r.breaks]
+    assert got == [
+        (f, marker_line(TARGETS, "step"), Category.SKIPPED_FRAME, "GB0039"),
+        (f, marker_line(TARGETS, "step-print"), Category.SIDE_EFFECT, "GB0059"),
+        (f, marker_line(TARGETS, "step-print"), Category.SKIPPED_FRAME, "GB7000"),  # run(): a break in its loop
+    ]
+    limit = r.breaks[0]
+    assert "recompile" in limit.reason and "step()" in limit.reason and limit.lever is Lever.NONE
+    # compiled once per new constant until the limit (8), then never again
+    assert r.breaks[1].hits == 8 and r.skipped_frames == 2
