@@ -40,6 +40,10 @@ def _x(ratio: Optional[float]) -> str:
     return "–" if ratio is None else f"{ratio:.2f}×"
 
 
+def _rounds(n: int) -> str:
+    return "1 run per arm" if n == 1 else f"{n} runs per arm interleaved (A B A B)"
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -110,7 +114,7 @@ def render_verify_markdown(report: VerifyReport) -> str:
 
 def render_bench_text(report: BenchReport) -> str:
     lines = [f"bench: before = {report.base}, after = the working tree "
-             f"({report.rounds} rounds A B A B, warmup {report.warmup}, repeat {report.repeat}, {report.threads} threads)"]
+             f"({_rounds(report.rounds)}, warmup {report.warmup}, median of {report.repeat}, {report.threads} threads)"]
     for t in report.targets:
         env = t.environment
         lines.append(f"  {t.name} [torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
@@ -130,7 +134,7 @@ def render_bench_text(report: BenchReport) -> str:
 
 def render_bench_markdown(report: BenchReport) -> str:
     out = ["### GraphMend bench", "",
-           f"`{report.base}` → working tree; fresh processes per arm, interleaved ({report.rounds} rounds), "
+           f"`{report.base}` → working tree; fresh processes per arm, {_rounds(report.rounds)}, "
            f"warmup {report.warmup}, median of {report.repeat}, {report.threads} threads. Ratios above 1× mean the fix helps.",
            "",
            "| target | batch | graphs | cold start | × | steady state | × | throughput × | eager | syncs/call |",

@@ -41,7 +41,9 @@ def test_bench_cli_prints_before_after_ratios_and_writes_markdown_and_chart(make
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_text_output_and_bad_base(make_repo, capsys):
+def test_bad_base_is_a_usage_error_for_bench_and_verify(make_repo, capsys):
     root = make_repo(files())
-    assert main(["bench", "-C", str(root), "--base", "nope"]) == 2
-    assert "unknown revision" in capsys.readouterr().err
+    for verb in ("bench", "verify"):
+        assert main([verb, "-C", str(root), "--base", "nope"]) == 2
+        err = capsys.readouterr().err
+        assert f"graphmend {verb}: error: --base 'nope': unknown revision" in err
