@@ -70,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
     token = os.environ.get(args.token_env, "")
     client = None
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
-    lines: list[str] = []
 
     def out(line: str) -> None:
-        lines.append(line)
-        print(line)
+        # Workflow commands: with --format json stdout is one JSON document for the caller
+        # to parse, so they go to stderr (the runner reads commands from both streams).
+        print(line, file=sys.stderr if args.format == "json" else sys.stdout, flush=True)
 
     try:
         repo = args.repo or ((payload.get("repository") or {}).get("full_name")) or os.environ.get("GITHUB_REPOSITORY", "")
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps({
             "passed": v.passed, "new": v.new, "fixed": v.fixed, "mode": result.mode, "gate": result.gate,
-            "review_id": result.review_id, "inline": result.inline, "sticky_id": result.sticky_id,
+            "pr": target.number, "head_sha": target.head_sha, "review_id": result.review_id, "inline": result.inline, "sticky_id": result.sticky_id,
             "deleted_comments": result.deleted_comments, "notes": result.notes,
         }, indent=2, sort_keys=True))
     else:

@@ -40,9 +40,9 @@ def post(monkeypatch, capsys, server, tmp_path, review: Path, head: str, *, toke
     event = event or event_file(tmp_path, 1, head)
     code = main(["post", str(review), "--event", str(event), "--event-name", event_name, "--summary", str(summary),
                  "--format", "json", *extra])
-    out = capsys.readouterr().out
-    data = json.loads(out[out.index("{"):]) if "{" in out and code in (0, 1) else {}
-    return code, data, out
+    captured = capsys.readouterr()
+    data = json.loads(captured.out) if code in (0, 1) else {}  # stdout is exactly one JSON document
+    return code, data, captured.err
 
 
 def suggestions(body: str) -> list[str]:
@@ -200,9 +200,8 @@ def test_no_token_at_all_still_gates(monkeypatch, capsys, github, pr_repo, tmp_p
 
 def test_forged_head_sha_is_refused(monkeypatch, capsys, github, pr_repo, tmp_path):
     data = pr_review(pr_repo.base, "f" * 40)
-    code, _, _ = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
-    assert code == 2
-    assert "refused" in capsys.readouterr().err or True
+    code, _, err = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
+    assert code == 2 and "refused" in err and err.count("\n") == 1
     assert github.state.reviews == [] and github.state.check_runs == [] and github.state.issue_comments == []
 
 
@@ -224,9 +223,8 @@ def test_forged_verdict_and_html_are_neutralised(monkeypatch, capsys, github, pr
 def test_invalid_review_json_is_a_usage_error(monkeypatch, capsys, github, pr_repo, tmp_path):
     data = pr_review(pr_repo.base, pr_repo.head)
     data["findings"][0]["gb_id"] = "GB0170) [x](javascript:alert(1)"
-    code, _, _ = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
-    err = capsys.readouterr().err
-    assert code == 2 and github.state.log == []
+    code, _, err = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
+    assert code == 2 and "findings/0/gb_id" in err and github.state.log == []
 
 
 def test_502_and_secondary_rate_limit_mid_run(monkeypatch, capsys, github, pr_repo, tmp_path):
