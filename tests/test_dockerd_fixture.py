@@ -1,0 +1,42 @@
+"""The docker test fixtures themselves: the private daemon answers, the imported base image runs
+torch under Dynamo as a non-root user with no network, and a missing dockerd fails loudly."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import dockerd as dockerd_mod
+
+
+@pytest.mark.docker
+def test_base_image_runs_dynamo_as_non_root_without_network(docker_client, docker_base_image):
+    script = ("import os, socket, torch; "
+              "f = torch.compile(lambda x: x.sin() + 1, backend='eager'); "
+              "print(os.getuid(), torch.__version__, round(float(f(torch.zeros(2)).sum()), 3)); "
+              "socket.create_connection(('192.0.2.1', 80), timeout=1)")
+    container = docker_client.containers.create(docker_base_image, ["python", "-c", script],
+                                                user="65534:65534", network_mode="none")
+    try:
+        container.start()
+        code = container.wait(timeout=120)["StatusCode"]
+        out = container.logs(stdout=True, stderr=False).decode().split()
+        err = container.logs(stdout=False, stderr=True).decode()
+    finally:
+        container.remove(force=True)
+    assert out == ["65534", "2.13.0+cpu", "2.0"], err
+    assert code == 1 and "OSError" in err  # no route out: network_mode none works with this image
+
+
+@pytest.mark.docker
+def test_daemon_is_private_and_shell_tools_exist(dockerd, docker_client, docker_base_image):
+    assert dockerd.host.startswith("unix://") and dockerd.socket.exists()
+    assert docker_client.info()["Driver"] in ("overlay2", "fuse-overlayfs", "vfs")
+    out = docker_client.containers.run(docker_base_image, ["sh", "-c", "id -u && command -v useradd"],
+                                       remove=True, network_mode="none")
+    assert out.decode().split() == ["0", "/usr/sbin/useradd"]
+
+
+def test_missing_dockerd_is_a_clear_failure(tmp_path, monkeypatch):
+    monkeypatch.setattr(dockerd_mod, "DOCKERD", str(tmp_path / "no-dockerd"))
+    with pytest.raises(dockerd_mod.DockerUnavailable, match="dockerd not found .*docker.io"):
+        dockerd_mod.start_daemon(tmp_path)
