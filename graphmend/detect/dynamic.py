@@ -15,6 +15,10 @@ hooks the two places Dynamo itself passes through:
   (a break inside ``try``/``with`` or a loop, the recompile limit, ...) makes Dynamo run the
   whole frame eagerly: a *skipped frame*, which ``explain()`` hides and which costs the most.
 
+``hits`` counts how often Dynamo met a site while compiling: once per layer that runs the
+same code, per recompilation, and twice for a break in an inlined call (once in the caller's
+trace, once when the callee runs as a frame of its own).
+
 A counting backend counts the graphs Dynamo hands to the compiler. The worker groups
 events by stack (the same break in every layer is one site with a hit count); the parent maps
 them onto ``GraphBreak`` values with repo-relative locations, categories and fingerprints.
@@ -29,6 +33,7 @@ import contextlib
 import inspect
 import linecache
 import logging
+import os
 import platform
 import re
 import sys
@@ -288,6 +293,7 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "graph_ops": recorder.graph_ops,
         "sites": list(sites.values()),
         "traced_files": sorted(recorder.traced_files),
+        "torch_dir": os.path.dirname(torch.__file__),
         "environment": env,
         "dynamo_log": log.messages if log is not None else [],
         "run_s": elapsed,
@@ -356,7 +362,7 @@ def result_from_data(name: str, data: dict[str, Any], config: Config, root: Path
     root = Path(root).resolve()
     by_site: dict[tuple, GraphBreak] = {}
     for site in data.get("sites", []):
-        gb = _graph_break(site, config, root, name)
+        gb = _graph_break(site, config, root, name, data.get("torch_dir", ""))
         key = (gb.file, gb.line, gb.gb_type, gb.category)
         if key in by_site:
             # Two stacks ending at one site (a helper called from two places) are one finding.
@@ -399,24 +405,30 @@ def _relative(path: str, root: Path) -> Optional[str]:
         return None
 
 
-def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str) -> GraphBreak:
+def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str, torch_dir: str = "") -> GraphBreak:
     frames = []
     for file, line, function, col in site["stack"]:
         rel = _relative(file, root)
         frames.append((Frame(file=rel if rel is not None else file, line=int(line), function=function,
                              inside_repo=rel is not None), col, file))
     skipped = site["kind"] == "skip"
-    inner = [i for i, (f, _, _) in enumerate(frames) if f.inside_repo]
-    pick = inner[-1] if inner else len(frames) - 1
+    # The site is the innermost frame of code someone could edit: Dynamo also traces torch's
+    # own Python code (nn.Module plumbing, polyfills), which is never the place to fix. A site
+    # in another library (site-packages) is reported there, marked outside paths: the line of
+    # the repository that called it holds no `if`/`print` to rewrite.
+    prefix = torch_dir.rstrip("/\\") + os.sep if torch_dir else None
+    editable = [i for i, (f, _, abs_file) in enumerate(frames)
+                if f.inside_repo or not (prefix and abs_file.startswith(prefix))]
+    pick = editable[-1] if editable else len(frames) - 1
     message = site["message"]
     statement = _statement_at(frames[pick][2], frames[pick][0].line) if frames else None
     c = cls.classify(site["gb_type"], message, statement=statement, skipped_frame=skipped,
                      cause_gb_type=site.get("cause_gb_type"))
-    if c.category is Category.SIDE_EFFECT and len(inner) > 1 and frames[pick][0].function.endswith("_once"):
+    if c.category is Category.SIDE_EFFECT and len(editable) > 1 and frames[pick][0].function.endswith("_once"):
         # transformers-style ``logger.warning_once`` is an lru_cache'd helper that calls
         # ``self.warning``; Dynamo breaks inside the helper, but the call to defer is the
         # caller's ``logger.warning_once(...)`` one frame out.
-        pick = inner[-2]
+        pick = editable[-2]
     if frames:
         frame, col, abs_file = frames[pick]
     else:  # Dynamo gave no stack at all (rare): report the skipped frame's own location.

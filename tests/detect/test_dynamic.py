@@ -110,10 +110,14 @@ def zoo(dtype=torch.float32, device="cpu"):
 
 
 def outside(dtype=torch.float32, device="cpu"):
+    # a library outside the repository, as site-packages would be
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "zoo_library"))
+    import extlib
+
     def wrapped(x):
         y = x + 1
         print("in tools")  # <- outside
-        return y * 2
+        return extlib.scale(y)
 
     return wrapped, (torch.ones(2),)
 
@@ -130,6 +134,16 @@ def recompiles(dtype=torch.float32, device="cpu"):
         return x
 
     return run, (torch.ones(2),)
+'''
+
+EXTLIB = '''\
+import torch
+
+
+def scale(x):
+    if x.max() > 10:
+        return x / 10
+    return x
 '''
 
 CONFIG = '''\
@@ -155,6 +169,9 @@ def zoo_repo(tmp_path_factory):
                       "tools/graphmend_targets.py": TARGETS, "graphmend.yml": CONFIG}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
+    library = root.parent / "zoo_library"
+    library.mkdir(exist_ok=True)
+    (library / "extlib.py").write_text(EXTLIB)
     return root
 
 
@@ -238,10 +255,18 @@ def test_totals_and_hits(results):
     assert zoo.environment.backend == "eager" and zoo.environment.torch_version.startswith("2.13")
 
 
-def test_outside_paths(results):
+def test_outside_paths(results, zoo_repo):
+    """A break in the repository but outside ``paths`` keeps its repo-relative file; one in a
+    library outside the repository is reported there (absolute path), both marked outside paths."""
     out = results["outside"]
+    library = str((zoo_repo.parent / "zoo_library" / "extlib.py").resolve())
     assert [(b.file, b.line, b.outside_paths, b.category) for b in out.breaks] == [
-        ("tools/graphmend_targets.py", marker_line(TARGETS, "outside"), True, Category.SIDE_EFFECT)]
+        (library, 5, True, Category.DATA_DEPENDENT_BRANCH),
+        ("tools/graphmend_targets.py", marker_line(TARGETS, "outside"), True, Category.SIDE_EFFECT),
+    ]
+    lib_break = out.breaks[0]
+    assert [(f.file, f.inside_repo) for f in lib_break.stack] == [
+        ("tools/graphmend_targets.py", True), (library, False)]
 
 
 LOG_AT = re.compile(r"in user code at (\S+):(\d+)")
