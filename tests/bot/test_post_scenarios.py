@@ -356,3 +356,12 @@ def test_a_new_head_with_nothing_new_posts_no_second_review(monkeypatch, capsys,
     assert code == 1 and len(github.reviews_of(1)) == 1 and len(github.comments_of(1)) == 3
     assert all(c.line is not None for c in github.comments_of(1)) and result["deleted_comments"] == 0
     assert [r.conclusion for r in github.state.check_runs if r.head_sha == new_head] == ["failure"]
+
+
+def test_at_most_thirty_inline_comments(monkeypatch, capsys, github, pr_repo, tmp_path):
+    data = pr_review(pr_repo.base, pr_repo.head)
+    data["findings"] = [finding(f"{i:020x}", 11 + i % 8, f"break {i}") for i in range(35)]
+    code, result, _ = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
+    assert result["inline"] == 30 and len(github.comments_of(1)) == 30
+    [rv] = github.reviews_of(1)
+    assert "5 new finding(s) without an inline comment" in rv.body and "over the inline-comment cap" in rv.body
