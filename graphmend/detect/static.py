@@ -45,7 +45,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from graphmend.config import Config
 from graphmend.detect import classify as _classify
-from graphmend.model import Category, FileError, GraphBreak, fingerprint
+from graphmend.model import FileError, GraphBreak, fingerprint
 from graphmend.sources import SourceError, iter_python_files, read_source, suppressed
 
 __all__ = ["StaticResult", "detect_static", "analyze_source", "PARALLEL_MIN_FILES"]
@@ -469,6 +469,7 @@ class _FileScan:
         self.scope: list[tuple[str, str]] = []  # ("class" | "def", qualname), innermost last
         self.funcs: list[_Scope] = []  # the function bodies being walked, innermost last
         self.sites: list[_Site] = []
+        self.reported_reads: set[int] = set()  # binding statements already reported as scalar reads
         self.raw_bases: dict[str, tuple[str, ...]] = {}
         self.raw_calls: list[tuple[_Func, str]] = []
         self.raw_compiled: list[str] = []
@@ -800,6 +801,14 @@ class _FileScan:
         return _short(self.module.code_for_node(node))
 
     def _branch_site(self, node: cst.CSTNode, ev: _Ev, keyword: str, raises: bool) -> None:
+        if ev.at is not None and (ev.kind == _SCALAR or (ev.kind == _DATA_OP and not raises)):
+            # `n = x.sum().item()` ... `if n > 3:`: Dynamo breaks at the read, and the `if` then
+            # tests a plain Python value. Report the read, once however many tests use it.
+            if id(ev.at) in self.reported_reads:
+                return
+            self.reported_reads.add(id(ev.at))
+            node, keyword = ev.at, None
+
         def what() -> str:
             text = self._code(ev.node)
             if ev.via:
@@ -815,6 +824,9 @@ class _FileScan:
             reason = lambda: (  # noqa: E731
                 f"{keyword} on a Python scalar read from a tensor ({what()}) {where}: the read leaves the graph "
                 f"and GM101 cannot predicate a Python value"
+                if keyword
+                else f"a Python scalar read from a tensor (`{self._code(ev.node)}`) {where} feeds an `if`: "
+                f"the read leaves the graph and GM101 cannot predicate a Python value"
             )
         elif ev.kind == _DATA_OP:
             gb = _gb(GB_DATA_OP)
@@ -829,6 +841,9 @@ class _FileScan:
                 reason = lambda: (  # noqa: E731
                     f"{keyword} on a Python bool computed from tensor data ({what()}) {where}: Dynamo cannot trace "
                     f"it and GM101 cannot predicate a Python bool"
+                    if keyword
+                    else f"a Python bool computed from tensor data (`{self._code(ev.node)}`) {where} feeds an `if`: "
+                    f"Dynamo cannot trace it and GM101 cannot predicate a Python bool"
                 )
         else:
             gb = _gb(GB_BRANCH)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from graphmend.config import Config, load_config
 from graphmend.detect import static as static_mod
 from graphmend.detect.static import PARALLEL_MIN_FILES, detect_static
@@ -104,7 +102,8 @@ def test_finds_the_fixable_sites_of_a_small_model_repo(tmp_path):
         ("pkg/model.py", 23, Category.SIDE_EFFECT, "GM201", "GB0059"),
         ("pkg/model.py", 24, Category.SIDE_EFFECT, "GM202", "GB0291"),
         ("pkg/model.py", 25, Category.SIDE_EFFECT, "GM203", "GB0007"),
-        ("pkg/model.py", 27, Category.SCALAR, None, "GB0124"),
+        # the scalar read is reported where it happens (Dynamo breaks there), not at the `if`
+        ("pkg/model.py", 26, Category.SCALAR, None, "GB0124"),
         ("pkg/model.py", 30, Category.DATA_DEPENDENT_BRANCH, "GM101", "GB0170"),
         # reached through self._helper -> an imported function of another file
         ("pkg/rope.py", 7, Category.DATA_DEPENDENT_BRANCH, "GM101", "GB0170"),
@@ -119,7 +118,7 @@ def test_finds_the_fixable_sites_of_a_small_model_repo(tmp_path):
     assert by_line[("pkg/model.py", 30)].col == 15  # the conditional expression itself
     rope = by_line[("pkg/rope.py", 7)]
     assert rope.function == "pick_freqs" and "reached from `Encoder.forward`" in rope.reason
-    scalar = by_line[("pkg/model.py", 27)]
+    scalar = by_line[("pkg/model.py", 26)]
     assert not scalar.fixable and "h.sum().item()" in scalar.reason
     assert result.files_scanned == 3 and result.files_parsed == 2  # __init__.py never says torch
     assert len({b.fingerprint for b in result.breaks}) == len(result.breaks)
@@ -221,6 +220,29 @@ def test_scalar_reads_are_classified_as_scalar_not_gm101(tmp_path):
         (7, Category.SCALAR, None, False, None),  # tolist's id depends on the dtype
         (9, Category.SCALAR, None, False, None),
         (11, Category.DYNAMIC_SHAPE, None, False, "GB0033"),  # Dynamo: "Data dependent operator"
+    ]
+
+
+def test_a_traced_scalar_read_is_reported_once_at_the_read(tmp_path):
+    config = _write(tmp_path, {"m.py": '''
+        import torch
+
+        @torch.compile
+        def f(x):
+            n = x.sum().item()
+            if n > 3:
+                x = x + 1
+            if n < 0:
+                x = x - 1
+            same = torch.equal(x, -x)
+            if same:
+                x = x * 2
+            return x
+    '''})
+    got = [(b.line, b.category, b.gb_id, b.source_line) for b in detect_static(config).breaks]
+    assert got == [
+        (5, Category.SCALAR, "GB0124", "n = x.sum().item()"),
+        (10, Category.DYNAMIC_SHAPE, "GB0033", "same = torch.equal(x, -x)"),
     ]
 
 

@@ -58,6 +58,13 @@ CASES = textwrap.dedent('''\
         return x
 
 
+    def scalar_traced(x):
+        n = x.max().item()
+        if n > 0:
+            return x + n
+        return x
+
+
     def choose(x):
         return x + 1 if x.max() > 0 else x - 1
 
@@ -75,6 +82,7 @@ CASES = textwrap.dedent('''\
         torch.compile(log_warning, backend="eager"),
         torch.compile(warn, backend="eager"),
         torch.compile(scalar, backend="eager"),
+        torch.compile(scalar_traced, backend="eager"),
         torch.compile(choose, backend="eager"),
         torch.compile(clean, backend="eager"),
     ]
@@ -118,6 +126,6 @@ def test_static_candidates_match_dynamo_graph_breaks(tmp_path):
     assert static.errors == ()
     predicted = {(b.line, b.gb_id) for b in static.breaks}
     observed = _dynamo_breaks(tmp_path)
-    # seven constructs, one break each; `clean` compiles to one graph
-    assert len(predicted) == 7
+    # eight constructs, one break each; `clean` compiles to one graph
+    assert len(predicted) == 8
     assert predicted == observed
