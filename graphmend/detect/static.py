@@ -102,7 +102,7 @@ def _gb(pair: tuple[str, str]) -> tuple[Optional[str], Optional[str], Optional[s
 # Calls that read tensor data and return a tensor (so a condition using them is data-dependent).
 VALUE_METHODS = frozenset(
     "sum max min mean any all amax amin argmax argmin prod norm std var count_nonzero "
-    "isinf isnan isfinite isclose eq ne gt ge lt le equal_".split()
+    "isinf isnan isfinite isclose eq ne gt ge lt le".split()
 )
 VALUE_FUNCS = frozenset(
     "torch." + n
@@ -115,11 +115,9 @@ SCALAR_METHODS = frozenset({"item", "tolist"})
 SCALAR_BUILTINS = frozenset({"int", "float", "bool", "complex"})
 # torch functions returning a Python bool computed from data (Dynamo: "Data dependent operator").
 DATA_OP_FUNCS = frozenset({"torch.equal", "torch.allclose", "torch.is_nonzero"})
+DATA_OP_METHODS = frozenset({"equal", "allclose", "is_nonzero"})
 # Tensor metadata: static under Dynamo (shapes are guarded, not read), never data-dependent.
-META_ATTRS = frozenset(
-    "shape dtype device ndim is_cuda is_cpu is_meta is_sparse is_quantized requires_grad layout "
-    "names grad_fn is_leaf training".split()
-)
+# (Attributes other than PASS_ATTRS — `.shape`, `.dtype`, `self.training` — are never evidence.)
 META_METHODS = frozenset(
     "size dim ndimension numel nelement stride is_contiguous is_floating_point is_complex "
     "get_device element_size data_ptr storage_offset type __len__ keys items values get "
@@ -130,7 +128,8 @@ PASS_ATTRS = frozenset({"T", "mT", "H", "mH", "data", "real", "imag", "grad"})
 NON_TENSOR_TORCH_PREFIXES = (
     "torch.compiler.", "torch._dynamo.", "torch.jit.", "torch.cuda.", "torch.backends.",
     "torch.distributed.", "torch.fx.", "torch.onnx.", "torch.utils.", "torch._C.", "torch.version.",
-    "torch.autograd.", "torch.testing.", "torch.nn.",
+    "torch.autograd.", "torch.testing.", "torch.nn.modules.", "torch.nn.utils.", "torch.nn.init.",
+    "torch.nn.parameter.",
 )
 NON_TENSOR_TORCH = frozenset(
     "torch.finfo torch.iinfo torch.device torch.dtype torch.Size torch.get_default_dtype "
@@ -753,6 +752,8 @@ class _FileScan:
             method = func.attr.value
             if resolved is not None:  # a function of some imported module, not a tensor method
                 return None
+            if method in DATA_OP_METHODS:
+                return _Ev(_DATA_OP, node)
             if method in SCALAR_METHODS or method in VALUE_METHODS:
                 # NumPy arrays have `.max()` and `.item()` too, and reading them is no graph break.
                 if self._numpy_origin(func.value, at, depth):

@@ -471,3 +471,26 @@ def test_numpy_reductions_are_not_tensor_reads(tmp_path):
             return x
     '''})
     assert [b.line for b in detect_static(config).breaks] == [10]
+
+
+def test_tensors_from_torch_functions_count_as_evidence_classes_and_config_do_not(tmp_path):
+    config = _write(tmp_path, {"m.py": '''
+        import torch
+        import torch.nn.functional as F
+
+        @torch.compile
+        def f(x):
+            h = F.relu(x)
+            if h > 0:
+                x = x + 1
+            lin = torch.nn.Linear(3, 3)
+            if lin:
+                x = x + 1
+            if torch.cuda.is_available() and torch.is_grad_enabled():
+                x = x + 1
+            if x.equal(h):
+                x = x + 1
+            return x
+    '''})
+    got = [(b.line, b.category) for b in detect_static(config).breaks]
+    assert got == [(7, Category.DATA_DEPENDENT_BRANCH), (14, Category.DYNAMIC_SHAPE)]
