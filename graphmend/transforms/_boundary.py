@@ -217,8 +217,12 @@ def _graphmend_boundary(function):
             _graphmend_flush()  # left by an earlier compiled call that had no boundary
         try:
             result = function(*args, **kwargs)
-        except RuntimeError as error:
-            restored = _graphmend_restore(error)
+        except BaseException as error:
+            # Graphs that returned before the failure applied their records: show them
+            # before the exception propagates, as the original printed before raising.
+            if _graphmend_runtime.head is not _graphmend_runtime.root:
+                _graphmend_flush()
+            restored = _graphmend_restore(error) if isinstance(error, RuntimeError) else None
             if restored is None:
                 raise
         else:
@@ -454,42 +458,95 @@ def looks_tensor_valued(expr: cst.CSTNode) -> bool:
 
 
 def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
-    """Why the compiled region holding ``call`` may raise after it, losing its records, or None.
+    """Why the compiled graph holding ``call`` may raise after it, losing its records, or None.
 
-    Graph side effects (our records) are applied only when the compiled call returns. A raise
-    that Dynamo resolves while tracing (an argument check on Python values) runs the frame
-    eagerly instead, where nothing is deferred; what loses records is a raise decided by tensor
-    values inside the graph: a lowered trap, or a tensor-guarded ``raise``/``assert`` that later
-    gets lowered. Conservatively: any such statement in this file that is not earlier in the
-    same function.
+    Records are graph side effects: Dynamo applies them when the graph returns. A graph that
+    raises inside (a lowered ``torch._assert_async``) loses the records made before it in that
+    graph. A raise outside the graph (a tensor-guarded ``raise`` Dynamo breaks on, or a check on
+    Python values) comes after the graph returned, and the boundary replays the records before
+    the exception propagates, as the original printed before raising. So what counts is an
+    in-graph check: a lowered trap, or a candidate that GM301 may lower, that can run after the
+    call in the same graph: later in the same function, anywhere in the same class, in a
+    module-level function, or in a class of this file that (transitively) uses this class.
     """
     from graphmend.transforms.base import iter_nodes
 
     func = enclosing_function(source, call)
     call_line = source.line(call)
+    own = _enclosing_class(source, call)
+    related = _users_of(source, own.name.value) if own is not None else None
     for node in iter_nodes(source.module, (cst.If, cst.Assert, cst.Call)):
         if isinstance(node, cst.Call):
             if not (isinstance(node.func, cst.Name) and node.func.value == TRAP):
                 continue
-            test_holder = node
         elif isinstance(node, cst.Assert):
             if not looks_tensor_valued(node.test):
                 continue
-            test_holder = node
-        else:
-            body = node.body.body if isinstance(node.body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
-            raises = any(
-                isinstance(s, cst.SimpleStatementLine) and any(isinstance(x, cst.Raise) for x in s.body)
-                or isinstance(s, cst.Raise)
-                for s in body
-            )
-            if not raises or not looks_tensor_valued(node.test):
-                continue
-            test_holder = node
-        if func is not None and enclosing_function(source, test_holder) is func and source.line(test_holder) < call_line:
+        elif not (_raises_only(node) and lowerable_condition(node.test)):
             continue
-        return f"line {source.line(test_holder)} may raise inside the compiled region (a tensor-valued check), and records of a call that raises are lost"
+        if func is not None and enclosing_function(source, node) is func and source.line(node) < call_line:
+            continue
+        cls = _enclosing_class(source, node)
+        if related is not None and cls is not None and cls.name.value not in related:
+            continue  # a class that never calls into this one: another graph
+        return f"line {source.line(node)} may raise inside the same compiled graph (a tensor-valued check), and the records of a graph that raises are lost"
     return None
+
+
+def _raises_only(node: cst.If) -> bool:
+    """Whether the body is one ``raise E("literal")`` of a builtin exception (what GM301 lowers)."""
+    import builtins
+
+    body = node.body.body if isinstance(node.body, (cst.IndentedBlock, cst.SimpleStatementSuite)) else ()
+    if len(body) != 1:
+        return False
+    small = body[0].body if isinstance(body[0], cst.SimpleStatementLine) else [body[0]]
+    if len(small) != 1 or not isinstance(small[0], cst.Raise):
+        return False
+    exc = small[0].exc
+    if not (isinstance(exc, cst.Call) and isinstance(exc.func, cst.Name) and len(exc.args) == 1):
+        return False
+    kind = getattr(builtins, exc.func.value, None)
+    return isinstance(kind, type) and issubclass(kind, Exception) and isinstance(exc.args[0].value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def lowerable_condition(test: cst.BaseExpression) -> bool:
+    """A condition GM301 may turn into an in-graph assertion: tensor-valued, no ``len()``."""
+    from graphmend.transforms.base import iter_nodes
+
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if any(isinstance(c.func, cst.Name) and c.func.value == "len" for c in iter_nodes(test, (cst.Call,))):
+        return False  # len() of a (dynamic-shape) tensor is a Python int
+    return looks_tensor_valued(test)
+
+
+def _enclosing_class(source: SourceFile, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+    cur = source.parent(node)
+    while cur is not None and not isinstance(cur, cst.ClassDef):
+        cur = source.parent(cur)
+    return cur
+
+
+def _users_of(source: SourceFile, name: str) -> set[str]:
+    """``name`` and the classes of this file whose bodies mention it, transitively."""
+    from graphmend.transforms.base import iter_nodes
+
+    mentions: dict[str, set[str]] = {}
+    for stmt in source.module.body:
+        if isinstance(stmt, cst.ClassDef):
+            mentions[stmt.name.value] = {n.value for n in iter_nodes(stmt.body, (cst.Name,))} | {
+                n.attr.value for n in iter_nodes(stmt.body, (cst.Attribute,))
+            }
+    users = {name}
+    changed = True
+    while changed:
+        changed = False
+        for cls, names in mentions.items():
+            if cls not in users and names & users:
+                users.add(cls)
+                changed = True
+    return users
 
 
 def module_binds(source: SourceFile, name: str) -> bool:

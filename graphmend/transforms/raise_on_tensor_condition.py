@@ -182,7 +182,7 @@ class RaiseOnTensorCondition(Transform):
             return self.decline(source, node, "`and`/`or`/`not` inside the condition call bool() on each tensor; write it with `&`, `|`, `~`")
         for call in iter_nodes(test, (cst.Call,)):
             leaf = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", "")
-            if leaf in ("equal", "allclose", "item", "tolist", "is_nonzero"):
+            if leaf in ("equal", "allclose", "item", "tolist", "is_nonzero", "len"):
                 return self.decline(source, node, f"`{leaf}` gives a Python value, not a tensor: that call is the break")
         placement = B.plan(source, node)
         suffix = f", {name}, {message!r}" + ("" if raise_when else ", False") + ")"
@@ -239,7 +239,7 @@ def _candidate(node: cst.If) -> bool:
     test = node.test
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
-    return B.looks_tensor_valued(test)
+    return B.lowerable_condition(test)
 
 
 def _literal(expr: cst.BaseExpression) -> Optional[str]:

@@ -149,3 +149,25 @@ def test_without_the_boundary_the_region_would_break():
     counter = GraphCounter()
     _run(torch.compile(namespace["Outer"](), backend=counter), torch.ones(2))
     assert graph_breaks() >= 3 and counter.graphs >= 3
+
+
+def test_records_of_graphs_that_returned_are_shown_before_an_exception(tmp_path):
+    """A raise Dynamo cannot lower (a custom exception) breaks the graph: the graph before it
+    returned and applied its records, so the boundary prints them before the exception
+    propagates, as the original printed before raising."""
+    program = (
+        "import torch\n\n\nclass Bad(Exception):\n    pass\n\n\nclass M(torch.nn.Module):\n"
+        "    def forward(self, x):\n        print('before', x.sum())\n        if (x < 0).any():\n"
+        "            raise Bad('negative')\n        return x\n"
+    )
+    result = fix_program(program)
+    assert [f.rule for f in result.applied] == ["GM201"] and result.applied[0].safety.value == "safe"
+    assert [d.rule for d in result.declined] == ["GM301"]
+    fixed = load_module(tmp_path, result.text)
+    reset_dynamo()
+    model = torch.compile(fixed.M(), backend="eager")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(fixed.Bad, match="^negative$"):
+        model(-torch.ones(2))
+    assert out.getvalue() == "before tensor(-2.)\n"
+    assert not _pending(fixed)
