@@ -69,12 +69,32 @@ def _seed_everything(seed: int) -> None:
 _RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_\d+$")
 
 
-class _RecordCollector(logging.Handler):
-    """Keeps every log record that reaches the root logger, with its source location."""
+class _RecordCollector:
+    """Keeps every log record any logger handles, with its source location.
+
+    It hooks ``Logger.handle`` rather than adding a handler to the root logger: libraries
+    often stop propagation at their own root (transformers' logger does), and their records,
+    ``warning_once`` included, are exactly the side effects a rewrite must preserve.
+    """
 
     def __init__(self) -> None:
-        super().__init__(level=logging.NOTSET)
         self.records: list[dict[str, Any]] = []
+        self._original: Any = None
+
+    def __enter__(self) -> "_RecordCollector":
+        self._original = original = logging.Logger.handle
+        collector = self
+
+        def handle(logger: logging.Logger, record: logging.LogRecord) -> Any:
+            if not logger.disabled:
+                collector.emit(record)
+            return original(logger, record)
+
+        logging.Logger.handle = handle  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        logging.Logger.handle = self._original  # type: ignore[method-assign]
 
     def emit(self, record: logging.LogRecord) -> None:
         # torch's own loggers talk about compilation, which differs between eager and compiled
@@ -110,9 +130,7 @@ def _torch_dir() -> str:
 def _capture():
     """stdout text, log records and warnings produced inside the block, in order."""
     out = io.StringIO()
-    collector = _RecordCollector()
-    root = logging.getLogger()
-    root.addHandler(collector)
+    collector = _RecordCollector().__enter__()
     torch_dir = _torch_dir()
     captured: dict[str, Any] = {"stdout": "", "logs": collector.records, "warnings": []}
     try:
@@ -121,7 +139,7 @@ def _capture():
         with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
             yield captured
     finally:
-        root.removeHandler(collector)
+        collector.__exit__()
         sys.stdout.flush()
         captured["stdout"] = out.getvalue()
         captured["warnings"] = [

@@ -51,3 +51,25 @@ def test_line_map_follows_inserted_and_rewritten_lines(tmp_path):
     assert lines.accepts("m.py", 3, "m.py", 4)  # the rewritten line
     assert not lines.accepts("m.py", 3, "m.py", 5)
     assert lines.rel(str(after / "m.py"), after) == "m.py"
+
+
+def test_capture_sees_prints_non_propagating_loggers_and_warnings():
+    import logging
+    import warnings
+
+    from graphmend.verify.worker import _capture
+
+    library = logging.getLogger("somelib.module")
+    library.propagate = False  # as transformers does at its root logger
+    library.addHandler(logging.NullHandler())
+    with _capture() as captured:
+        print("hello")
+        library.warning("value %d", 3)
+        warnings.warn("careful", UserWarning)
+    assert captured["stdout"] == "hello\n"
+    (record,) = captured["logs"]
+    assert (record["message"], record["level"], record["funcName"]) == ("value 3", "WARNING", "test_capture_sees_prints_non_propagating_loggers_and_warnings")
+    assert record["lineno"] > 0
+    (warning,) = captured["warnings"]
+    assert (warning["category"], warning["message"]) == ("UserWarning", "careful")
+    assert logging.Logger.handle.__name__ == "handle" and logging.Logger.handle.__module__ == "logging"  # unhooked
