@@ -67,7 +67,9 @@ class DockerRunner:
                  base_url: Optional[str] = None, mount_graphmend: bool = True, tmp_size: str = "256m"):
         if not image:
             raise ValueError("the docker runner needs an image (sandbox.image)")
-        self.image, self.memory, self.pids, self.cpus = image, memory, pids, cpus
+        self.image, self.memory, self.pids = image, memory, pids
+        # No more CPUs than this process may use itself (also the count bench pins threads to).
+        self.cpus = cpus if cpus is not None else float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
         self.base_url, self.mount_graphmend, self.tmp_size = base_url, mount_graphmend, tmp_size
         self._client: Any = None
 

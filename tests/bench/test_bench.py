@@ -11,7 +11,8 @@ from tests.verify.repo_files import BRANCH, MODEL, WHERE, files
 
 def test_bench_cli_prints_before_after_ratios_and_writes_markdown_and_chart(make_repo, tmp_path, capsys):
     repo_files = files()
-    repo_files["graphmend.yml"] += "bench:\n  warmup: 1\n  repeat: 3\n"
+    repo_files["graphmend.yml"] = repo_files["graphmend.yml"].replace("    inputs:", "    batch_arg: batch\n    inputs:")
+    repo_files["graphmend.yml"] += "bench:\n  warmup: 1\n  repeat: 3\n  batch_sizes: [3]\n"
     root = make_repo(repo_files)
     (root / "pkg/model.py").write_text(MODEL.replace(BRANCH, WHERE))
     md, png = tmp_path / "bench.md", tmp_path / "bench.png"
@@ -26,18 +27,20 @@ def test_bench_cli_prints_before_after_ratios_and_writes_markdown_and_chart(make
     assert target["error"] is None
     assert target["environment"]["backend"] == "eager" and target["environment"]["device"] == "cpu"
     (point,) = target["points"]
+    assert point["batch_size"] == 3  # set through the factory's batch_arg
     for arm in ("before", "after"):
         timing = point[arm]
         assert timing["cold_start_s"] > 0 and timing["steady_s"] > 0 and timing["throughput"] > 0
         assert timing["cold_start_s"] >= timing["steady_min_s"]  # the first call compiles
         assert timing["eager_steady_s"] > 0 and timing["runs"] == 1
+        assert abs(timing["throughput"] - 3 / timing["steady_s"]) < 1e-6 * timing["throughput"]
     # The where rewrite removes the branch's break: fewer graphs after.
     assert point["after"]["graph_count"] < point["before"]["graph_count"]
     assert point["cold_start_ratio"] == point["before"]["cold_start_s"] / point["after"]["cold_start_s"]
     assert point["steady_ratio"] == point["before"]["steady_s"] / point["after"]["steady_s"]
     assert "cold start" in out.err or "bench" in out.err  # progress on stderr
     table = md.read_text()
-    assert "| `toy` |" in table and "×" in table
+    assert "| `toy` | 3 |" in table and "×" in table
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

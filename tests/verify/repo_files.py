@@ -37,8 +37,8 @@ import torch
 from pkg.model import Toy
 
 
-def toy(dtype=torch.float32, device="cpu"):
-    return Toy().to(dtype), (torch.randn(2, 4, dtype=dtype),)
+def toy(dtype=torch.float32, device="cpu", batch=2):
+    return Toy().to(dtype), (torch.randn(batch, 4, dtype=dtype),)
 
 
 def cases(dtype=torch.float32, device="cpu"):
