@@ -606,10 +606,18 @@ def meta(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) ->
                 ok = all(is_python_scalar(a.value, t, scalars) for a in rest)
             if not ok:
                 return None
-            return Meta(inner.base, _stronger(inner.requires, "float" if name in KEEP_META_FLOAT else "any"))
+            if name in KEEP_META_FLOAT:
+                need = "float"
+            elif name in ("clone", "detach", "contiguous"):
+                need = "any"
+            elif any(not isinstance(a.value, cst.Integer) and not (isinstance(a.value, cst.UnaryOperation) and isinstance(a.value.expression, cst.Integer)) for a in rest):
+                need = "float"  # clamp(int_tensor, max=1.5) is float32; clamp(bool, min=0) is int64
+            else:
+                need = "numeric"
+            return Meta(inner.base, _stronger(inner.requires, need))
         if name == "masked_fill" and len(rest) == 2 and is_python_scalar(rest[1].value, t, scalars):
-            # the mask broadcasts to the tensor: the result has the tensor's shape and dtype
-            return Meta(inner.base, _stronger(inner.requires, "float" if isinstance(rest[1].value, cst.Float) else "numeric"))
+            # the mask broadcasts to the tensor, and the fill value is cast: shape and dtype kept
+            return Meta(inner.base, inner.requires)
         return None
     return None
 
@@ -639,3 +647,85 @@ def requirement_met(requires: str, known_dtype: Optional[str]) -> bool:
     if requires == "float":
         return known_dtype in ("float16", "half", "bfloat16", "float32", "float", "float64", "double", "floating")
     return known_dtype != "bool"
+
+
+# ------------------------------------------------------------------------------------------
+# Shape errors off-predicate
+
+# Element-wise ops on one tensor (other arguments Python scalars): no shape can make them fail.
+_ELEMENTWISE_ONE = KEEP_META | KEEP_META_FLOAT | frozenset(
+    "float half double bfloat16 int long bool short isinf isnan isfinite isposinf isneginf logical_not sign signbit square pow".split()
+)
+# Whole-tensor reductions that accept any shape, the empty tensor included (max/min do not).
+_TOTAL_REDUCTIONS = frozenset("sum mean any all prod norm".split())
+
+
+def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset(),
+                   dtypes: Optional[dict[str, str]] = None) -> Optional[str]:
+    """The first sub-expression whose evaluation may raise for some shapes or dtypes, or None.
+
+    The original program evaluates a branch only on its own path, so a branch whose shapes
+    would not broadcast (``x > y`` with a [2] and a [3]) is harmless there; evaluating it on
+    the other path too would raise. Only operations that cannot fail for any shape pass.
+    """
+    dtypes = dtypes or {}
+    shown = code(expr)
+    if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
+        return None
+    if isinstance(expr, cst.Attribute):
+        if isinstance(expr.value, cst.Call) and is_python_scalar(expr, t, scalars):
+            # torch.finfo(h.dtype).max: a TypeError for integer dtypes unless h is known float
+            arg = expr.value.args[0].value if expr.value.args else None
+            if isinstance(arg, cst.Attribute) and arg.attr.value == "dtype" and isinstance(arg.value, cst.Name):
+                if requirement_met("float", dtypes.get(arg.value.value)):
+                    return None
+            return shown
+        return None if isinstance(expr.value, (cst.Name, cst.Attribute)) else shape_fallible(expr.value, t, scalars, dtypes)
+    if isinstance(expr, cst.UnaryOperation):
+        return shape_fallible(expr.expression, t, scalars, dtypes)
+    if isinstance(expr, (cst.BinaryOperation, cst.Comparison)):
+        if isinstance(expr, cst.BinaryOperation):
+            sides = [expr.left, expr.right]
+        else:
+            sides = [expr.left] + [c.comparator for c in expr.comparisons]
+        tensors = [s for s in sides if not is_python_scalar(s, t, scalars)]
+        for s in sides:
+            inner = shape_fallible(s, t, scalars, dtypes)
+            if inner:
+                return inner
+        if len(tensors) > 1:
+            metas = [meta(s, t, scalars) for s in tensors]
+            if any(m is None for m in metas) or len({m.base for m in metas}) > 1:  # type: ignore[union-attr]
+                return shown
+        return None
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        if kind == "method":
+            receiver = expr.func.value  # type: ignore[union-attr]
+            rest = list(expr.args)
+        elif kind in ("torch", "F") and expr.args and expr.args[0].keyword is None:
+            receiver = expr.args[0].value
+            rest = list(expr.args[1:])
+        else:
+            return shown
+        inner = shape_fallible(receiver, t, scalars, dtypes)
+        if inner:
+            return inner
+        if name in _TOTAL_REDUCTIONS and not rest:
+            return None
+        if name in _ELEMENTWISE_ONE and all(is_python_scalar(a.value, t, scalars) for a in rest):
+            return None
+        if name in ("clone", "detach", "contiguous") and not rest:
+            return None
+        if name == "masked_fill" and len(rest) == 2 and is_python_scalar(rest[1].value, t, scalars):
+            m, r = meta(rest[0].value, t, scalars), meta(receiver, t, scalars)
+            if m is not None and r is not None and m.base == r.base and not shape_fallible(rest[0].value, t, scalars, dtypes):
+                return None
+        if name in ("maximum", "minimum", "where", "add", "sub", "mul", "logical_and", "logical_or") and rest:
+            others = [a.value for a in rest if a.keyword is None]
+            metas = [meta(v, t, scalars) for v in [receiver, *others] if not is_python_scalar(v, t, scalars)]
+            if all(m is not None for m in metas) and len({m.base for m in metas}) <= 1:  # type: ignore[union-attr]
+                if not any(shape_fallible(v, t, scalars, dtypes) for v in others):
+                    return None
+        return shown
+    return shown

@@ -342,15 +342,10 @@ def diff_edits(path: str, old_text: str, new_text: str) -> tuple[Edit, ...]:
 
 
 def suppression_covers(line_text: str, code: str) -> bool:
-    marker = "# graphmend: ignore"
-    pos = line_text.find(marker)
-    if pos < 0:
-        return False
-    rest = line_text[pos + len(marker):]
-    if not rest.startswith("["):
-        return True
-    codes = rest[1:].split("]", 1)[0]
-    return any(code.startswith(c.strip()) for c in codes.split(",") if c.strip())
+    """The project's one suppression parser (``graphmend.sources.suppressed``)."""
+    from graphmend.sources import suppressed
+
+    return suppressed(line_text, code)
 
 
 def _dotted(node: cst.BaseExpression) -> str:

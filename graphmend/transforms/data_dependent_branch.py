@@ -35,6 +35,27 @@ from graphmend.transforms import _analysis as A
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
+SELECT_HELPER = "_graphmend_select"
+
+
+def _helper_code(torch_name: str) -> str:
+    return f'''def {SELECT_HELPER}(condition, if_true, if_false):
+    """torch.where when both values are tensors of one shape, dtype and device, else the `if`.
+
+    torch.where broadcasts a [3] value against a [1, 3] one and promotes float16 against
+    bfloat16; these checks are static under Dynamo (no graph break), and when they fail the
+    value is chosen exactly as the original `if` chose it.
+    """
+    if (
+        isinstance(if_true, {torch_name}.Tensor)
+        and isinstance(if_false, {torch_name}.Tensor)
+        and if_true.shape == if_false.shape
+        and if_true.dtype == if_false.dtype
+        and if_true.device == if_false.device
+    ):
+        return {torch_name}.where(condition, if_true, if_false)
+    return if_true if condition else if_false
+'''
 
 
 class _Declined(Exception):
@@ -124,14 +145,22 @@ class DataDependentBranch(Transform):
     )
 
     INVALID = (
+        # Shapes and dtypes cannot be proven alike from the source (x may be a bool tensor):
+        # the checked helper selects with torch.where when they agree and otherwise behaves
+        # exactly like the `if`.
         (
-            "import torch\n\ndef f(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x - 1\n    return y\n",
-            "import torch\n\ndef f(x):\n    y = torch.where(x.sum() > 0, x * 2, x - 1)\n    return y\n",
+            "import torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x - 1\n    return y\n",
+            "import torch\n\n\n" + _helper_code("torch") + "\n\n"
+            "def f(x):\n    y = _graphmend_select(x.sum() > 0, x * 2, x - 1)\n    return y\n",
         ),
+        # A static conjunct stays a Python `if`; it also proves the dtype, so plain torch.where.
         (
-            "import torch\n\ndef f(x):\n    # keep me\n    if (x > 1).any():\n        x = x.clamp(max=1.0)\n    return x\n",
-            "import torch\n\ndef f(x):\n    # keep me\n    x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n    return x\n",
+            "import torch\n\ndef f(x):\n    # keep me\n    if x.is_floating_point() and (x > 1).any():\n"
+            "        x = x.clamp(max=1.0)\n    return x\n",
+            "import torch\n\ndef f(x):\n    # keep me\n    if x.is_floating_point():\n"
+            "        x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n    return x\n",
         ),
+        # The fp16 overflow clamp of the BART family: a 0-d condition, never element-wise.
         (
             "import torch\n\n\ndef f(h):\n"
             "    if h.dtype == torch.float16 and (\n"
@@ -150,17 +179,23 @@ class DataDependentBranch(Transform):
             "        )\n"
             "    return h\n",
         ),
+        # Both paths return.
         (
-            "import torch\n\ndef f(x):\n    if x.mean() > 0:\n        return x + 1\n    return x - 1\n",
-            "import torch\n\ndef f(x):\n    return torch.where(x.mean() > 0, x + 1, x - 1)\n",
+            "import torch\n\ndef f(x):\n    if x.mean() > 0:\n        return x.masked_fill(x < 0, 0)\n    return x.clone()\n",
+            "import torch\n\ndef f(x):\n    return torch.where(x.mean() > 0, x.masked_fill(x < 0, 0), x.clone())\n",
         ),
+        # elif chain: nested selects.
         (
-            "import torch\n\ndef f(x):\n    if x.max() > 2:\n        y = x * 3\n    elif x.max() > 1:\n        y = x * 2\n    else:\n        y = x\n    return y\n",
-            "import torch\n\ndef f(x):\n    y = torch.where(x.max() > 2, x * 3, torch.where(x.max() > 1, x * 2, x))\n    return y\n",
+            "import torch\n\ndef f(x):\n    if x.max() > 2:\n        y = x.masked_fill(x > 2, 2)\n    elif x.max() > 1:\n"
+            "        y = x.masked_fill(x > 1, 1)\n    else:\n        y = x\n    return y\n",
+            "import torch\n\ndef f(x):\n    y = torch.where(\n        x.max() > 2,\n        x.masked_fill(x > 2, 2),\n"
+            "        torch.where(x.max() > 1, x.masked_fill(x > 1, 1), x),\n    )\n    return y\n",
         ),
+        # The same call with different positional arguments: the call runs once, as before.
         (
-            "import torch\n\ndef f(self, x, a, b):\n    if x.all():\n        out = self.proj(a, scale=2)\n    else:\n        out = self.proj(b, scale=2)\n    return out\n",
-            "import torch\n\ndef f(self, x, a, b):\n    out = self.proj(torch.where(x.all(), a, b), scale=2)\n    return out\n",
+            "import torch\n\ndef f(self, x, mask):\n    if mask.all():\n        out = self.proj(x.detach(), scale=2)\n    else:\n"
+            "        out = self.proj(x, scale=2)\n    return out\n",
+            "import torch\n\ndef f(self, x, mask):\n    out = self.proj(torch.where(mask.all(), x.detach(), x), scale=2)\n    return out\n",
         ),
     )
 
@@ -247,10 +282,18 @@ class DataDependentBranch(Transform):
                     preds.append(A.tensor_predicate(part, t, trusted=ctx.verified))
                 except A.NotATensor as exc:
                     raise _Declined(str(exc)) from None
-                for leaf in A.bool_leaves(part):
+                for k, leaf in enumerate(A.bool_leaves(part)):
                     eff = A.effects(leaf, t)
                     if not eff.ok:
                         raise _Declined(f"the condition {eff.problems[0]}")
+                    # `a or b` became `a | b`, and an elif test is evaluated even when an
+                    # earlier test held: such a leaf now runs where it did not before.
+                    first = i == 0 and k == 0 and part is parts[0]
+                    fallible = None if first else A.shape_fallible(leaf, t, frozenset(), _known_dtypes(static, t))
+                    if fallible:
+                        safety = Safety.UNSAFE
+                        notes.append(f"`{fallible}` in the condition now runs where `and`/`or`/`elif` skipped it, "
+                                     "and may raise for some shapes")
             conds.extend(preds)
             if not all(p.zero_d for p in preds):
                 notes.append("the condition is not evidently 0-d; `.reshape(())` keeps `where` from broadcasting it")
@@ -263,6 +306,8 @@ class DataDependentBranch(Transform):
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         self._dtypes = _known_dtypes(static, t)
         self._scalars = frozenset()
+        self._needs_helper = False
+        self._proven_last = True
 
         # 3. the arms and the reconciling shape
         arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
@@ -305,6 +350,10 @@ class DataDependentBranch(Transform):
                 if eff.nan_prone:
                     safety = Safety.UNSAFE
                     notes.append(f"`{eff.nan_prone[0]}` in a setup statement may produce inf/NaN on the other path")
+                fallible = A.shape_fallible(value, t, self._scalars, self._dtypes)
+                if fallible:
+                    safety = Safety.UNSAFE
+                    notes.append(f"the setup `{fallible}` now runs on both paths and may raise for some shapes or dtypes")
                 names.add(_assigned_name(s))
                 if A.is_python_scalar(value, t, self._scalars):
                     self._scalars = self._scalars | {_assigned_name(s)}
@@ -367,7 +416,7 @@ class DataDependentBranch(Transform):
                 if final is None:
                     values.append(cst.Name(name))
                 safety = self._check_values(values, name, t, notes, safety)
-                expr = _nested_where(torch_name, cond_refs, [A.code(v) for v in values])
+                expr = _nested_where(self._select_fn(torch_name), cond_refs, [A.code(v) for v in values])
                 ann = f": {A.code(annotation.annotation)}" if annotation is not None else ""
                 lines.append(_fit(f"{name}{ann} = ", expr, indent))
         elif shape == "return":
@@ -380,11 +429,11 @@ class DataDependentBranch(Transform):
                 for k in range(sizes.pop()):
                     elems = [v.elements[k].value for v in values]  # type: ignore[union-attr]
                     safety = self._check_values(elems, f"returned item {k}", t, notes, safety)
-                    parts.append(_nested_where(torch_name, cond_refs, [A.code(e) for e in elems]))
+                    parts.append(_nested_where(self._select_fn(torch_name), cond_refs, [A.code(e) for e in elems]))
                 lines.append(_fit("return ", ", ".join(parts), indent))
             else:
                 safety = self._check_values(values, "the returned value", t, notes, safety)  # type: ignore[arg-type]
-                lines.append(_fit("return ", _nested_where(torch_name, cond_refs, [A.code(v) for v in values]), indent))  # type: ignore[arg-type]
+                lines.append(_fit("return ", _nested_where(self._select_fn(torch_name), cond_refs, [A.code(v) for v in values]), indent))  # type: ignore[arg-type]
         else:
             stmt, differing = call_shape  # type: ignore[misc]
             call = _call_of(stmt)
@@ -392,7 +441,7 @@ class DataDependentBranch(Transform):
             for k in differing:
                 values = [_call_of(arm.call_stmt).args[k].value for arm in arms]  # type: ignore[arg-type]
                 safety = self._check_values(values, f"argument {k + 1} of `{A.code(call.func)}`", t, notes, safety)
-                where = _nested_where(torch_name, cond_refs, [A.code(v) for v in values])
+                where = _nested_where(self._select_fn(torch_name), cond_refs, [A.code(v) for v in values])
                 new_args[k] = new_args[k].with_changes(value=cst.parse_expression(where))
             new_call = call.with_changes(args=new_args)
             if isinstance(stmt, cst.Expr):
@@ -415,9 +464,13 @@ class DataDependentBranch(Transform):
         except cst.ParserSyntaxError as exc:  # pragma: no cover - a bug in this rule
             raise RuntimeError(f"generated code does not parse: {exc.message}\n{text}") from None
         changes: dict = {node: cst.FlattenSentinel(new_stmts)}
-        if following_return is not None:
+        if following_return is not None and not static:
+            # With a kept static `if`, the following return still serves the path where the
+            # static part is false.
             changes[following_return] = cst.RemoveFromParent()
         tree = source.replace_many(source.module, changes)
+        if self._needs_helper:
+            tree = source.with_helper(tree, SELECT_HELPER, _helper_code(torch_name))
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -452,6 +505,13 @@ class DataDependentBranch(Transform):
                     f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; under autograd "
                     "torch.where's gradient is then NaN (0 * inf)"
                 )
+            fallible = A.shape_fallible(v, t, self._scalars, self._dtypes)
+            if fallible:
+                safety = Safety.UNSAFE
+                notes.append(
+                    f"`{fallible}` now runs on both paths; the original evaluated it only where its branch "
+                    "was taken, and it may raise for some shapes (e.g. operands that do not broadcast)"
+                )
         dtypes = {d for d in (_explicit_dtype(v, t) for v in values) if d is not None}
         if len(dtypes) > 1:
             raise _Declined(f"{what} has dtype {' in one branch and '.join(sorted(dtypes))} in the other; torch.where would promote")
@@ -466,13 +526,21 @@ class DataDependentBranch(Transform):
         proven = all(m is not None for m in metas) and len(bases) == 1 and all(
             A.requirement_met(m.requires, self._dtypes.get(m.base)) for m in metas  # type: ignore[union-attr]
         )
+        self._proven_last = proven
         if not proven:
-            safety = Safety.UNSAFE
             notes.append(
-                f"cannot show that {what} has the same shape and dtype in every branch "
-                f"({', '.join(A.code(v) for v in values)}); torch.where would broadcast or promote if not"
+                f"cannot show from the source that {what} has the same shape and dtype in every branch; "
+                f"{SELECT_HELPER} uses torch.where only when they agree (a static check under Dynamo) and "
+                "otherwise picks the branch as the `if` did"
             )
         return safety
+
+    def _select_fn(self, torch_name: str) -> str:
+        """``torch.where`` for values proven alike; else the checked helper (added to the module)."""
+        if self._proven_last:
+            return f"{torch_name}.where"
+        self._needs_helper = True
+        return SELECT_HELPER
 
 
 # ------------------------------------------------------------------------------------------
@@ -804,12 +872,12 @@ def _fresh_names(func: cst.FunctionDef, n: int) -> list[str]:
     return out
 
 
-def _nested_where(torch_name: str, conds: list[str], values: list[str]) -> str:
+def _nested_where(function: str, conds: list[str], values: list[str]) -> str:
     """where(c1, v1, where(c2, v2, v3)); ``values`` has one more item than ``conds``."""
     assert len(values) == len(conds) + 1
     expr = values[-1]
     for cond, value in zip(reversed(conds), reversed(values[:-1])):
-        expr = f"{torch_name}.where({cond}, {value}, {expr})"
+        expr = f"{function}({cond}, {value}, {expr})"
     return expr
 
 

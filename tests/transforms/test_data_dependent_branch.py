@@ -316,7 +316,9 @@ def test_elif_chain_to_nested_selects_numerically_equal():
             return y
         """)
     new = _fixed(text)
-    assert new.count("torch.where(") == 2 and "if " not in new.split("def f")[1]
+    body = new.split("def f")[1]
+    # x * 3 and x - 1 are alike only if x is not a bool tensor: the checked select is used
+    assert body.count("_graphmend_select(") == 2 and "if " not in body
     before, after = _load(text), _load(new)
     for scale in (0.5, 1.5, 2.5):
         x = torch.rand(4) * 0 + scale
@@ -376,7 +378,8 @@ def test_import_torch_added_when_missing():
     from graphmend.transforms.engine import apply_fix_list
 
     new = apply_fix_list(text, [fix])
-    assert new.startswith("import torch\n") and "torch.where((x > 0).any(), x * 2, x)" in new
+    assert new.startswith("import torch\n") and "_graphmend_select((x > 0).any(), x * 2, x)" in new
+    assert _load(new)(torch.tensor([1.0, -1.0])).tolist() == [2.0, -2.0]
 
 
 def test_static_mode_ignores_python_conditions_and_dynamic_trusts_dynamo():
@@ -388,9 +391,51 @@ def test_static_mode_ignores_python_conditions_and_dynamic_trusts_dynamo():
         """)
     assert fix_text("m.py", text, STATIC, [RULE]).text == text  # cannot tell x is a tensor
     new = _fixed(text, dynamic=True)  # Dynamo said this `if` is on a tensor
-    assert "torch.where((x > 0).bool().reshape(()), x * 2, x)" in new
+    assert "_graphmend_select((x > 0).bool().reshape(()), x * 2, x)" in new
     before, after = _load(text), _load(new)
     for v in (-1.0, 2.0):
         assert torch.equal(after(torch.tensor(v)), before(torch.tensor(v)))
     with pytest.raises(RuntimeError):  # a many-element condition still raises, never broadcasts
         after(torch.ones(3))
+
+
+def test_branch_that_may_raise_for_other_shapes_is_unsafe():
+    # x > y raises when the shapes do not broadcast; the original only evaluated it when
+    # its branch was taken.
+    text = _src("""
+        def f(x, y):
+            if (x > 0).all():
+                return torch.tanh(x)
+            return torch.where(x > y, x, y)
+        """)
+    fixes = [o for o in _outcomes(text, dynamic=True) if isinstance(o, Fix)]
+    assert fixes and fixes[0].safety is Safety.UNSAFE and "may raise for some shapes" in fixes[0].notes
+    assert fix_text("m.py", text, RuleContext(threshold=Safety.SAFE, verified=True), [RULE], {"GM101": [5]}).text == text
+
+
+def test_checked_select_falls_back_to_the_if_when_shapes_differ():
+    text = _src("""
+        def f(self, x):
+            if (x > 0).all():
+                t = self.long
+            else:
+                t = self.short
+            return t
+        """)
+    new = _fixed(text, dynamic=True)
+    assert "_graphmend_select((x > 0).all(), self.long, self.short)" in new
+    fixes = [o for o in _outcomes(text, dynamic=True) if isinstance(o, Fix)]
+    assert fixes[0].safety is Safety.SAFE  # attribute reads cannot raise; the helper checks shapes
+
+    class M:
+        long = torch.ones(3)
+        short = torch.zeros(1, 3)  # broadcasting would turn a [3] into a [1, 3]
+
+    before, after = _load(text), _load(new)
+    for x in (torch.ones(2), -torch.ones(2)):
+        assert after(M, x).shape == before(M, x).shape
+        assert torch.equal(after(M, x), before(M, x))
+    M.short = torch.zeros(3)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: after(M, x), backend="eager", fullgraph=True)  # alike: one graph
+    assert torch.equal(compiled(-torch.ones(2)), torch.zeros(3))
