@@ -1,0 +1,272 @@
+"""``python -m action``: the GitHub Action's entrypoint (``action.yml`` runs it).
+
+It reads the settings (``action/settings.py``, the only reader of ``INPUT_*``/``GITHUB_*``),
+picks the verb from the mode (``pr`` on pull_request, ``post`` on workflow_run, ``scan`` on a
+schedule), runs ``python -m graphmend <verb>`` in a child process inside a ``::group::``,
+then turns the result into step outputs (``$GITHUB_OUTPUT``), a step summary kept under 1 MiB,
+and annotations. The exit code is the verb's: for ``pr`` and ``post`` that is the merge gate.
+
+Inputs that override graphmend.yml are applied by writing a merged copy of the file into
+``$RUNNER_TEMP`` and passing it with ``--config``: every verb already understands that flag,
+so the override works the same way for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+from action import settings as settings_mod
+from action import workflow
+
+TITLE = "GraphMend"
+
+
+def merged_config(s: settings_mod.Settings) -> Optional[Path]:
+    """graphmend.yml with the inputs' overrides applied, written to the runner's temp dir.
+
+    ``None`` when no input overrides anything (the verb then reads the file as it is).
+    """
+    overrides = s.overrides()
+    if s.mode == "post":
+        return None  # post takes its settings from review.json; fail-on is a flag
+    if s.mode == "pr":
+        overrides.pop("gate", None)  # the gate comes from the base branch; fail-on is re-applied below
+    if not overrides:
+        # As a name relative to the root: pr looks the same name up on the base branch.
+        return Path(os.path.relpath(s.config, s.workspace)) if s.config else None
+    import yaml
+    from graphmend.config import find_config
+
+    source = Path(s.config) if s.config else find_config(s.workspace)
+    data: dict[str, Any] = {}
+    if source is not None:
+        loaded = yaml.safe_load(source.read_text(encoding="utf-8"))
+        if loaded is not None and not isinstance(loaded, dict):
+            raise settings_mod.SettingsError(f"input 'config': {source} does not hold a mapping")
+        data = loaded or {}
+    for section, values in overrides.items():
+        current = data.get(section)
+        data[section] = {**(current if isinstance(current, dict) else {}), **values}
+    s.temp_dir.mkdir(parents=True, exist_ok=True)
+    out = s.temp_dir / "graphmend-action.yml"
+    out.write_text(yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
+    return out
+
+
+def scan_verb_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("graphmend.commands.scan") is not None
+
+
+def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path) -> list[str]:
+    """The ``graphmend`` command line for the settings' mode.
+
+    ``pr`` reads the gate's settings and baseline from the *base* branch by config name, so the
+    name goes through unchanged when no input overrides the file; ``post`` reads everything from
+    review.json and the event (only ``fail-on`` applies); ``scan`` runs the ``scan`` verb, or,
+    where this GraphMend has none, ``check --format sarif`` (SARIF and summary, no fix PR).
+    """
+    # -I keeps the workspace off sys.path: a folder named graphmend/ there must not replace ours.
+    gm = [sys.executable, "-I", "-m", "graphmend"]
+    common = ["-C", str(s.workspace)]
+    if config is not None:
+        common += ["--config", str(config)]
+    if s.mode == "pr":
+        cmd = gm + ["pr", *common, "--format", "json", "--output", s.review_file, "--summary", str(summary)]
+        return cmd + (["--bench"] if s.benchmark else [])
+    if s.mode == "post":
+        cmd = gm + ["post", s.review_file, "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
+        cmd += ["--fail-on", s.fail_on] if s.fail_on else []
+        return cmd + (["--api-url", s.api_url] if s.api_url else [])
+    if scan_verb_available():
+        return gm + ["scan", *common, "--format", "json", "--sarif", s.sarif_file, "--summary", str(summary)]
+    return gm + ["check", *common, "--format", "sarif"]
+
+
+def child_env(s: settings_mod.Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    # The verbs read the token from GITHUB_TOKEN; pr must never see one (it runs PR code).
+    env.pop("GITHUB_TOKEN", None)
+    if s.mode != "pr" and s.github_token:
+        env["GITHUB_TOKEN"] = s.github_token
+    for name in list(env):
+        if name.startswith("INPUT_"):
+            del env[name]  # the inputs reach graphmend only as flags and the merged config
+    return env
+
+
+def run_verb(cmd: list[str], env: dict[str, str], cwd: Path, echo: bool = True) -> tuple[int, str]:
+    """Run the verb; its stderr streams to the log, its stdout (JSON) is kept (and echoed)."""
+    proc = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True)
+    if proc.stdout and echo:
+        sys.stdout.write(proc.stdout if proc.stdout.endswith("\n") else proc.stdout + "\n")
+        sys.stdout.flush()
+    return proc.returncode, proc.stdout
+
+
+def _json(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _fmt_speedup(values: list[float]) -> str:
+    good = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    return f"{max(good):.2f}" if good else ""
+
+
+def review_outputs(path: Path, fail_on: Optional[str]) -> tuple[dict[str, str], list[Any], bool]:
+    """Outputs, the new findings and the gate (passed?) from a review.json (validated: it may
+    come from a pull request's job, so it is untrusted)."""
+    from bot import review as review_mod
+    from bot.gate import compute_verdict, is_new
+
+    review = review_mod.load(path)
+    verdict = compute_verdict(review, fail_on)
+    suggest = review.settings.suggestions
+    suggestions = sum(
+        1 for f in review.findings
+        if suggest and f.status == "introduced" and f.fix is not None and f.fix.is_single_range
+        and f.fix.verification is not None and f.fix.verification.status == "passed")
+    speedups = [t.benchmark.speedup for t in review.targets if t.benchmark and t.benchmark.speedup]
+    speedups += [f.fix.benchmark.speedup for f in review.findings
+                 if f.fix and f.fix.benchmark and f.fix.benchmark.speedup]
+    outputs = {"new-breaks": str(verdict.new), "fixed-breaks": str(verdict.fixed),
+               "suggestions": str(suggestions), "review-url": "", "speedup": _fmt_speedup(speedups)}
+    return outputs, [f for f in review.findings if is_new(f)], verdict.passed
+
+
+def review_url(s: settings_mod.Settings, result: dict[str, Any]) -> str:
+    if result.get("review_url"):
+        return str(result["review_url"])
+    review_id = result.get("review_id")
+    number = result.get("pr") or result.get("number") or (s.event.get("pull_request") or {}).get("number")
+    if not number:
+        pulls = (s.event.get("workflow_run") or {}).get("pull_requests") or []
+        number = pulls[0].get("number") if pulls and isinstance(pulls[0], dict) else None
+    repo = s.repository or (s.event.get("repository") or {}).get("full_name", "")
+    if not (review_id and number and repo):
+        return ""
+    return f"{s.server_url}/{repo}/pull/{number}#pullrequestreview-{review_id}"
+
+
+def sarif_summary(path: Path) -> str:
+    """A short markdown summary of a SARIF file: the break count per rule and per file."""
+    from collections import Counter
+
+    try:
+        sarif = json.loads(path.read_text(encoding="utf-8"))
+        results = [r for run in sarif.get("runs") or [] for r in run.get("results") or []]
+    except (OSError, ValueError, AttributeError):
+        return ""
+    rules = Counter(str(r.get("ruleId", "?")) for r in results)
+    files = Counter(str(((r.get("locations") or [{}])[0].get("physicalLocation") or {})
+                        .get("artifactLocation", {}).get("uri", "?")) for r in results)
+
+    def cell(text: str) -> str:  # file names and rule ids come from the repository: keep the table intact
+        return text.replace("|", "\\|").replace("`", "'").replace("\n", " ")
+
+    lines = [f"## {TITLE} scan", "", f"{len(results)} graph break(s) found; SARIF written to `{path.name}`.", ""]
+    if results:
+        lines += ["| rule | breaks |", "|---|---:|"] + [f"| {cell(k)} | {v} |" for k, v in sorted(rules.items())]
+        lines += ["", "| file | breaks |", "|---|---:|"]
+        lines += [f"| {cell(k)} | {v} |" for k, v in sorted(files.items(), key=lambda kv: (-kv[1], kv[0]))[:50]]
+    return "\n".join(lines) + "\n"
+
+
+def sarif_outputs(path: Path, result: dict[str, Any]) -> dict[str, str]:
+    results = 0
+    try:
+        sarif = json.loads(path.read_text(encoding="utf-8"))
+        results = sum(len(run.get("results") or []) for run in sarif.get("runs") or [])
+    except (OSError, ValueError, AttributeError):
+        pass
+    return {"new-breaks": str(result.get("breaks", results)), "fixed-breaks": "0",
+            "suggestions": str(result.get("fixes", result.get("suggestions", 0))),
+            "review-url": str(result.get("pull_request_url") or result.get("pr_url") or ""),
+            "speedup": _fmt_speedup([result.get("speedup")] if result.get("speedup") else [])}
+
+
+def annotate(findings: list[Any]) -> None:
+    """One warning per new break, on its line (the first few; the runner shows ten per step)."""
+    for f in sorted(findings, key=lambda f: (f.file, f.line, f.rule or ""))[: workflow.MAX_ANNOTATIONS]:
+        title = f"{TITLE} {f.rule or f.gb_id or 'graph break'}"
+        workflow.command("warning", f.reason, file=f.file, line=f.line, title=title)
+    if len(findings) > workflow.MAX_ANNOTATIONS:
+        workflow.command("notice", f"{len(findings) - workflow.MAX_ANNOTATIONS} more new graph breaks: "
+                                   "see review.json and the step summary", title=TITLE)
+
+
+def main(env: Optional[dict[str, str]] = None) -> int:
+    try:
+        s = settings_mod.load(env)
+    except settings_mod.SettingsError as exc:
+        workflow.command("error", str(exc), title=f"{TITLE} bad input")
+        return 2
+    with workflow.group(f"{TITLE}: settings"):
+        print(f"mode={s.mode} event={s.event_name or '(none)'} workspace={s.workspace}")
+        for name, value in sorted(s.overrides().items()):
+            print(f"override {name}: {value}")
+    try:
+        config = merged_config(s)
+    except settings_mod.SettingsError as exc:
+        workflow.command("error", str(exc), title=f"{TITLE} bad input")
+        return 2
+    except (OSError, ValueError) as exc:  # unreadable file or invalid YAML
+        workflow.command("error", f"input 'config': {exc}", title=f"{TITLE} bad input")
+        return 2
+    summary = s.temp_dir / f"graphmend-summary-{os.getpid()}.md"
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text("", encoding="utf-8")
+    cmd = verb_command(s, config, summary)
+    scan_by_check = s.mode == "scan" and cmd[4] == "check"
+    with workflow.group(f"{TITLE}: graphmend {cmd[4]}"):
+        code, stdout = run_verb(cmd, child_env(s), s.workspace, echo=not scan_by_check)
+    result = {} if scan_by_check else _json(stdout)
+    if scan_by_check:
+        if code in (0, 1) and stdout.strip():
+            Path(s.sarif_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(s.sarif_file).write_text(stdout, encoding="utf-8")
+            summary.write_text(sarif_summary(Path(s.sarif_file)), encoding="utf-8")
+        workflow.command("notice", "this GraphMend has no scan verb: SARIF and summary only, no fix pull request",
+                         title=TITLE)
+
+    outputs = {name: "" for name in settings_mod.OUTPUTS}
+    findings: list[Any] = []
+    try:
+        if s.mode in ("pr", "post") and Path(s.review_file).is_file():
+            produced, findings, passed = review_outputs(Path(s.review_file), s.fail_on)
+            outputs.update(produced)
+            if s.mode == "pr" and s.fail_on and code in (0, 1):
+                code = 0 if passed else 1  # the fail-on input overrides the base branch's gate.fail_on
+        if s.mode == "post":
+            outputs["review-url"] = review_url(s, result)
+            for key, name in (("new", "new-breaks"), ("fixed", "fixed-breaks")):
+                if key in result:
+                    outputs[name] = str(result[key])
+        if s.mode == "scan" and Path(s.sarif_file).is_file():
+            outputs.update(sarif_outputs(Path(s.sarif_file), result))
+    except Exception as exc:  # a bad review.json must not hide the verb's own exit code
+        workflow.command("error", f"{Path(s.review_file).name}: {exc}", title=TITLE)
+        code = code or 1
+    if s.mode == "pr":
+        annotate(findings)  # post makes its own (check-run annotations or, read-only, commands)
+    workflow.write_outputs(s.output_file, outputs)
+    workflow.append_summary(s.summary_file, summary.read_text(encoding="utf-8"))
+    summary.unlink(missing_ok=True)
+    if code not in (0, 1):
+        workflow.command("error", f"graphmend {s.mode} exited with code {code}: see the log above", title=TITLE)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
