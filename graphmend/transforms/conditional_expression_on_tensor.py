@@ -1,0 +1,179 @@
+"""GM402 conditional-expression-on-tensor: ``a if t > 0 else b`` on a tensor, selected with ``torch.where``.
+
+A conditional expression whose test is a tensor is the same data-dependent jump as an ``if``
+statement (GB0170, "Data-dependent branching"): Dynamo ends the graph at it. GM101 handles ``if``
+statements; this rule handles the expression form with GM101's own legality analysis — the
+predicate (``_analysis.tensor_predicate``: a tensor, never ``.item()``/``torch.equal``/a Python
+bool, ``and``/``or`` turned into ``&``/``|`` with a 0-d check), the effects of evaluating the arm
+not taken (``_analysis.effects``: no random draws, in-place updates, unknown calls, computed
+indices, integer division), and the selected values (``DataDependentBranch._check_values``: not
+``None`` or a Python number, same shape and dtype proven or checked at run time by GM101's
+``_graphmend_select`` helper, NaN-prone arms lowering the safety). Nothing is duplicated here
+except the expression-level plumbing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Union
+
+import libcst as cst
+
+from graphmend.model import Category, Decline, Fix, Safety
+from graphmend.transforms import _analysis as A
+from graphmend.transforms import data_dependent_branch as gm101
+from graphmend.transforms.base import RuleContext, SourceFile, Transform
+
+
+class _Declined(Exception):
+    """Stops the analysis at the first failed condition; becomes a Decline."""
+
+
+class ConditionalExpressionOnTensor(Transform):
+    code = "GM402"
+    name = "conditional-expression-on-tensor"
+    summary = "`a if <tensor condition> else b` whose arms only compute values: select with torch.where"
+    safety = Safety.SAFE
+    categories = (Category.DATA_DEPENDENT_BRANCH,)
+    gb_types = ("Data-dependent branching",)
+
+    docs = {
+        "What it does": (
+            "Finds a conditional expression (`a if cond else b`) whose condition is a tensor and whose two "
+            "values can both be computed without effects, and rewrites it to `torch.where(cond, a, b)` "
+            "(or GM101's checked `_graphmend_select` where the two values' shapes and dtypes cannot be "
+            "proven equal from the source)."
+        ),
+        "Why it breaks the graph": (
+            "`a if t > 0 else b` asks for the truth value of a tensor, exactly like `if t > 0:`. Dynamo "
+            "cannot trace a jump decided by run-time data (GB0170, *Data-dependent branching*): it ends the "
+            "graph, evaluates the test eagerly, and starts another graph."
+        ),
+        "Example": (
+            "```python\n"
+            "scale = self.up if gate.mean() > 0 else self.down\n"
+            "return hidden * scale\n"
+            "```"
+        ),
+        "Use instead": (
+            "```python\n"
+            "scale = _graphmend_select(gate.mean() > 0, self.up, self.down)  # torch.where when shapes/dtypes agree\n"
+            "return hidden * scale\n"
+            "```"
+        ),
+        "Fix safety": (
+            "The conditions are GM101's: the condition is a tensor (not `.item()`, `torch.equal`, a Python "
+            "bool), a condition that is not evidently 0-d is reshaped to `()` so that it raises as the "
+            "expression did instead of broadcasting, evaluating the value not taken cannot raise, write state "
+            "or draw random numbers, neither value is `None` or a Python number (`torch.where` would make it "
+            "a tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
+            "`_graphmend_select`, which uses `torch.where` only when they agree (a static check under Dynamo) "
+            "and otherwise chooses as the expression did. A value using `log`, `sqrt`, division or `pow` makes "
+            "the fix unsafe (under autograd the untaken value's gradient is multiplied by zero, and 0 * inf is "
+            "NaN)."
+        ),
+        "References": (
+            "GM101 data-dependent-branch; PyTorch docs: `torch.where`; Dynamo graph-break registry GB0170."
+        ),
+    }
+
+    VALID = (
+        # A Python bool test: not a graph break.
+        "import torch\n\ndef f(x, training):\n    return x * 2 if training else x\n",
+        # .item() in the test: torch.where cannot take a Python bool.
+        "import torch\n\ndef f(x):\n    return x * 2 if x.sum().item() > 0 else x\n",
+        # A random draw in the untaken value.
+        "import torch\n\ndef f(x):\n    return torch.rand_like(x) if x.any() else x\n",
+        # A Python number as a value.
+        "import torch\n\ndef f(x):\n    return x if x.sum() > 0 else 0.0\n",
+    )
+
+    INVALID = (
+        (
+            "import torch\n\ndef f(x, y):\n    return x * 2 if x.sum() > 0 else y - 1\n",
+            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x, y):\n"
+            "    return _graphmend_select(x.sum() > 0, x * 2, y - 1)\n",
+        ),
+        (
+            "import torch\n\ndef f(x):\n    z = (x.clamp(max=1.0) if (x > 1).any() else x) + 1\n    return z\n",
+            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
+            "    z = (_graphmend_select((x > 1).any(), x.clamp(max=1.0), x)) + 1\n    return z\n",
+        ),
+    )
+
+    def sites(self, source: SourceFile) -> Iterable[cst.CSTNode]:
+        for node in A._iter(source.module):
+            if isinstance(node, cst.IfExp) and source.enclosing(node, (cst.FunctionDef,)) is not None:
+                yield node
+
+    def site_lines(self, node: cst.CSTNode, source: SourceFile) -> range:
+        return range(source.line(node), source.end_line(node) + 1)
+
+    def run(self, source: SourceFile, ctx: RuleContext, lines: Optional[Iterable[int]] = None) -> list:
+        if lines is not None:
+            return super().run(source, ctx, lines)
+        # Static mode: only conditions that evidently involve a tensor (as GM101 does).
+        t = A.torch_names_of(source.module)
+        original = self.sites
+        self.sites = lambda s: [n for n in original(s) if gm101._looks_tensorish(n.test, t)]  # type: ignore[method-assign]
+        try:
+            return super().run(source, ctx, None)
+        finally:
+            del self.sites
+
+    def rewrite(self, node: cst.CSTNode, source: SourceFile, ctx: RuleContext) -> Union[Fix, Decline]:
+        assert isinstance(node, cst.IfExp)
+        try:
+            return self._rewrite(node, source, ctx)
+        except (_Declined, gm101._Declined) as exc:
+            return self.decline(source, node, str(exc))
+
+    def _rewrite(self, node: cst.IfExp, source: SourceFile, ctx: RuleContext) -> Fix:
+        t = A.torch_names_of(source.module)
+        torch_name = source.torch_name() or "torch"
+        notes: list[str] = []
+        safety = Safety.SAFE
+        if any(A.is_static(c, t) for c in A.split_conjuncts(node.test)):
+            raise _Declined(f"part of the condition `{A.code(node.test)}` is a Python value; write it as an `if` "
+                            "statement (GM101 keeps a static part as a Python `if`)")
+        try:
+            pred = A.tensor_predicate(node.test, t, trusted=ctx.verified)
+        except A.NotATensor as exc:
+            raise _Declined(str(exc)) from None
+        for k, leaf in enumerate(A.bool_leaves(node.test)):
+            eff = A.effects(leaf, t)
+            if not eff.ok:
+                raise _Declined(f"the condition {eff.problems[0]}")
+            # `a or b` becomes `a | b`: every leaf after the first now always runs.
+            fallible = A.shape_fallible(leaf, t, frozenset(), {}) if k else None
+            if fallible:
+                safety = Safety.UNSAFE
+                notes.append(f"`{fallible}` in the condition now runs where `and`/`or` skipped it, and may raise for some shapes")
+        if not pred.zero_d:
+            notes.append("the condition is not evidently 0-d; `.reshape(())` keeps `where` from broadcasting it")
+        # GM101's checks on the selected values, with its state for a single expression.
+        checker = gm101.DataDependentBranch()
+        checker._dtypes, checker._scalars = {}, frozenset()
+        checker._needs_helper, checker._proven_last = False, True
+        safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
+        select = checker._select_fn(torch_name)
+        text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
+        new = cst.parse_expression(text).with_changes(lpar=node.lpar, rpar=node.rpar)
+        tree = source.replace(source.module, node, new)
+        if checker._needs_helper:
+            tree = source.with_helper(tree, gm101.SELECT_HELPER, gm101._helper_code(torch_name))
+        if source.torch_name() is None:
+            tree = source.with_import(tree)
+        if not ctx.verified:
+            notes.append("unverified: found by reading the source")
+        return source.fix_from(
+            tree,
+            rule=self.code,
+            title="Replace the tensor-dependent conditional expression with a select",
+            safety=safety,
+            site=node,
+            notes="; ".join(dict.fromkeys(notes)),
+        )
+
+
+def _lowest(a: Safety, b: Safety) -> Safety:
+    return a if a.rank >= b.rank else b
