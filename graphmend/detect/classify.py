@@ -24,6 +24,7 @@ STMT_IF = "if"  # an `if` (or a conditional expression) on a tensor
 STMT_IF_RAISE = "if-raise"  # an `if` whose body is only a `raise`
 STMT_WHILE = "while"
 STMT_ASSERT = "assert"
+STMT_IFEXP = "ifexp"  # a conditional expression (`a if t > 0 else b`) on a tensor
 
 # Dynamo's compile settings that can remove a break, as its own hints name them.
 CONFIG_SETTINGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
@@ -84,6 +85,8 @@ def classify(
     if gb in _DATA_DEPENDENT:
         if statement == STMT_IF_RAISE:
             return _rule(Category.VALIDATION, rules.GM301, "the raise can become an in-graph torch._assert_async")
+        if statement == STMT_IFEXP:
+            return _rule(Category.DATA_DEPENDENT_BRANCH, rules.GM402, "both values can be computed and one selected with torch.where")
         if statement in (None, STMT_IF):
             return _rule(Category.DATA_DEPENDENT_BRANCH, rules.GM101, "both arms can be computed and one selected with torch.where")
         return _none(Category.DATA_DEPENDENT_BRANCH, f"a data-dependent `{statement}` has no branch-free form GraphMend can prove")

@@ -494,6 +494,8 @@ def _statement_at(abs_file: str, line: int) -> Optional[str]:
         return cls.STMT_WHILE
     if isinstance(best, ast.Assert):
         return cls.STMT_ASSERT
+    if isinstance(best, ast.IfExp):
+        return cls.STMT_IFEXP  # GM402's, not GM101's (which rewrites `if` statements)
     if isinstance(best, ast.If) and len(best.body) == 1 and isinstance(best.body[0], ast.Raise):
         return cls.STMT_IF_RAISE
     return cls.STMT_IF
