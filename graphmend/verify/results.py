@@ -7,9 +7,9 @@ bot can read a verify report without it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
-from graphmend.model import SCHEMA_VERSION, Environment
+from graphmend.model import SCHEMA_VERSION, Environment, Fix
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,13 @@ class VerifyReport:
     @property
     def withdrawn(self) -> tuple[FixVerdict, ...]:
         return tuple(f for f in self.fixes if not f.ok)
+
+    def kept(self, fixes: Sequence[Fix]) -> tuple[Fix, ...]:
+        """Of the ``fixes`` given to ``verify_fixes`` (same order), those that passed; the rest
+        are withdrawn from what ``fix`` applies and what the bot suggests."""
+        if len(fixes) != len(self.fixes):
+            raise ValueError(f"{len(fixes)} fixes given, {len(self.fixes)} verified")
+        return tuple(f for f, v in zip(fixes, self.fixes) if v.ok)
 
     @property
     def passed_fingerprints(self) -> frozenset[str]:

@@ -32,6 +32,7 @@ def test_equivalent_fix_verifies_and_swapped_where_arms_are_withdrawn(make_repo)
     assert "output differs" in verdicts["swapped"].reason
     assert report.withdrawn == (verdicts["swapped"],)
     assert report.passed_fingerprints == {"good"}
+    assert report.kept([good, swapped]) == (good,)
     assert report.failed  # a withdrawn fix is never green
 
     # The report describes the tree with the passing fix: equivalent (outputs, gradients,
