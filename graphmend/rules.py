@@ -22,6 +22,12 @@ GM402 = "GM402"  # `a if <tensor> else b` -> torch.where
 GM501 = "GM501"  # Tensor.item() used as a number -> capture_scalar_outputs around every call
 GM502 = "GM502"  # nonzero/unique/boolean masks -> capture_dynamic_output_shape_ops around every call
 
+# The compile setting each GM5xx lever proposes (Dynamo's own hint names the setting).
+CONFIG_RULES: dict[str, str] = {
+    "capture_scalar_outputs": GM501,
+    "capture_dynamic_output_shape_ops": GM502,
+}
+
 
 @dataclass(frozen=True)
 class RuleInfo:

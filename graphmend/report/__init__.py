@@ -8,16 +8,31 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from graphmend.model import CheckReport, GraphBreak
+from graphmend.model import CheckReport, GraphBreak, Lever
 
 FORMATS = ("text", "json", "sarif", "github")
 
-__all__ = ["FORMATS", "render_check", "sort_breaks", "break_code"]
+__all__ = ["FORMATS", "render_check", "sort_breaks", "break_code", "lever_note"]
 
 
 def break_code(b: GraphBreak) -> str:
     """The code a break is listed under: Dynamo's GB id, else the GM rule, else the category."""
     return b.gb_id or b.rule or b.category.value
+
+
+def lever_note(b: GraphBreak) -> str:
+    """What removes the break, as a suffix for one-line reports: a source rule, a compile setting
+    (and the GM5xx lever that scopes it around every call), or why nothing known does."""
+    if b.fixable and b.rule:
+        return f" [fix: {b.rule}]"
+    if b.lever is Lever.CONFIG:
+        from graphmend.rules import CONFIG_RULES
+
+        code = next((c for setting, c in CONFIG_RULES.items() if setting in b.lever_reason), None)
+        return f" [config: {b.lever_reason or 'a compile setting'}{f' ({code})' if code else ''}]"
+    if b.lever is Lever.NONE and b.lever_reason:
+        return f" [no known fix: {b.lever_reason}]"
+    return ""
 
 
 def sort_breaks(breaks: Iterable[GraphBreak]) -> tuple[GraphBreak, ...]:

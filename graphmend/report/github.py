@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from graphmend.model import CheckReport, GraphBreak
-from graphmend.report import break_code, sort_breaks
+from graphmend.report import break_code, lever_note, sort_breaks
 
 
 def escape_data(text: str) -> str:
@@ -39,8 +39,7 @@ def _annotation(b: GraphBreak, target: Optional[str]) -> str:
     title = code if code == b.category.value else f"{code} {b.category.value}"
     title += f" [{target}]" if target else " (unverified)"
     message = b.reason + note
-    if b.fixable and b.rule:
-        message += f" [fix: {b.rule}]"
+    message += lever_note(b)
     if b.hits > 1:
         message += f" ({b.hits} hits)"
     return command("warning", message, file=file, line=line, col=(col + 1) if col is not None else None, title=title)

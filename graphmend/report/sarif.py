@@ -14,7 +14,7 @@ import json
 from typing import Optional
 
 from graphmend.model import CheckReport, GraphBreak
-from graphmend.report import break_code, sort_breaks
+from graphmend.report import break_code, lever_note, sort_breaks
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "graphmendFingerprint/v1"
@@ -56,8 +56,7 @@ def _location(b: GraphBreak) -> Optional[tuple[str, int, Optional[int], str]]:
 
 def _message(b: GraphBreak, note: str) -> str:
     text = b.reason + note
-    if b.fixable and b.rule:
-        text += f" [fix: {b.rule}]"
+    text += lever_note(b)
     if b.hits > 1:
         text += f" ({b.hits} hits)"
     if not b.verified:
@@ -91,6 +90,7 @@ def sarif_data(report: CheckReport) -> dict:
             "fixable": b.fixable,
             "rule": b.rule,
             "lever": b.lever.value,
+            "leverReason": b.lever_reason,
             "hits": b.hits,
             "verified": b.verified,
             "outsidePaths": b.outside_paths,

@@ -6,7 +6,7 @@ Columns are shown 1-based (the model keeps libcst's 0-based columns).
 from __future__ import annotations
 
 from graphmend.model import CheckReport, GraphBreak, TargetResult
-from graphmend.report import break_code, sort_breaks
+from graphmend.report import break_code, lever_note, sort_breaks
 
 
 def _environment(t: TargetResult) -> str:
@@ -21,8 +21,7 @@ def format_break(b: GraphBreak) -> str:
     if b.gb_id or b.rule:
         line += f" {b.category.value}"
     line += f": {' '.join(b.reason.split())}"  # one finding, one line
-    if b.fixable and b.rule:
-        line += f" [fix: {b.rule}]"
+    line += lever_note(b)
     notes = []
     if b.hits > 1:
         notes.append(f"{b.hits} hits")
