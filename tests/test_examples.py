@@ -12,6 +12,10 @@ import pytest
 
 from tests.conftest import EXAMPLES
 
+
+# one worker runs this module: its module-scoped fixture runs the targets once
+pytestmark = [pytest.mark.xdist_group("test_examples"), pytest.mark.slow]
+
 ENC, DEC, POOL, CLEAN = (f"src/tinymodels/{m}.py" for m in ("encoder", "decoder", "pooling", "clean"))
 
 # The hand count: (file, line, category, GB id, rule, a piece of the source line).

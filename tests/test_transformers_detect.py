@@ -22,6 +22,10 @@ from graphmend.runner import Job
 from graphmend.runner.subprocess import SubprocessRunner
 
 
+# one worker runs this module: its module-scoped fixture runs the targets once
+pytestmark = [pytest.mark.xdist_group("test_transformers_detect"), pytest.mark.slow]
+
+
 TARGETS = '''\
 import sys
 from pathlib import Path

@@ -18,6 +18,10 @@ from graphmend.model import Category, Lever, to_dict
 from graphmend.runner import Job
 from graphmend.runner.subprocess import SubprocessRunner
 
+
+# one worker runs this module: its module-scoped fixture runs the targets once
+pytestmark = [pytest.mark.xdist_group("test_dynamic"), pytest.mark.slow]
+
 ZOO = '''\
 import logging
 import sys
