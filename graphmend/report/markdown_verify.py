@@ -58,7 +58,8 @@ def render_verify_text(report: VerifyReport) -> str:
     for t in report.targets:
         env = t.environment
         lines.append(f"  {t.name}: {_verdict(t)}  graphs {_count(t.graphs_before, t.graphs_after)}  "
-                     f"breaks {_count(t.breaks_before, t.breaks_after)}  cases {t.cases}  "
+                     f"breaks {_count(t.breaks_before, t.breaks_after)}  recompiles {_count(t.recompiles_before, t.recompiles_after)}  "
+                     f"cases {t.cases}  "
                      f"max abs err eager {_err(t.max_abs_error_eager)} compiled {_err(t.max_abs_error_compiled)}  "
                      f"[torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
         if t.error:

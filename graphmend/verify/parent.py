@@ -203,6 +203,8 @@ def _verify_target(arms: _ArmRunner, before: _Before, after_root: Path, after_la
         failing_cases=len(failing),
         graphs_before=before.info.get("graph_count"),
         graphs_after=(info or {}).get("graph_count"),
+        recompiles_before=before.info.get("recompiles"),
+        recompiles_after=(info or {}).get("recompiles"),
         max_abs_error_eager=eager_stats.max_abs,
         max_rel_error_eager=eager_stats.max_rel,
         max_abs_error_compiled=compiled_stats.max_abs,

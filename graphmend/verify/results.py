@@ -40,6 +40,8 @@ class TargetVerification:
     graphs_after: Optional[int] = None
     breaks_before: Optional[int] = None
     breaks_after: Optional[int] = None
+    recompiles_before: Optional[int] = None  # frames compiled again over all the cases
+    recompiles_after: Optional[int] = None
     max_abs_error_eager: float = 0.0
     max_rel_error_eager: float = 0.0
     max_abs_error_compiled: float = 0.0

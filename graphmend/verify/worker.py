@@ -208,6 +208,7 @@ class _Arm:
         self.seed = int(payload.get("seed", 0))
         self.state_note: dict[str, Any] = {"missing": [], "unexpected": [], "shape_mismatch": []}
         self.graph_count = 0
+        self.recompiles = 0
         self.build()
 
     def build(self) -> None:
@@ -244,8 +245,13 @@ class _Arm:
 
             def counting_backend(gm: Any, example_inputs: Any) -> Any:
                 # One call per graph Dynamo hands over: the graph count, next to the break
-                # count that detection reports.
+                # count that detection reports. A frame compiled again (its guards failed on
+                # a later input) has a frame_compile_id above 0: a recompilation, which a
+                # rewrite that turns a Python value into a tensor (or back) can cause.
                 self.graph_count += 1
+                compile_id = torch._guards.CompileContext.current_compile_id()
+                if compile_id is not None and (compile_id.frame_compile_id or 0) > 0:
+                    self.recompiles += 1
                 return backend(gm, example_inputs)
 
             self.compiled = torch.compile(self.loaded.fn, backend=counting_backend)
@@ -395,6 +401,7 @@ def verify_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "case_count": len(cases),
         "stopped_at": stopped_at,
         "graph_count": arm.graph_count,
+        "recompiles": arm.recompiles,
         "state": arm.state_note,
         "environment": {
             "torch_version": torch.__version__,

@@ -41,6 +41,7 @@ def test_equivalent_fix_verifies_and_swapped_where_arms_are_withdrawn(make_repo)
     assert target.ok, target.mismatches
     assert target.cases == 4 and target.failing_cases == 1
     assert target.max_abs_error_eager == 0.0
+    assert isinstance(target.recompiles_before, int) and isinstance(target.recompiles_after, int)
     assert target.breaks_before is not None and target.breaks_after is not None
     assert target.breaks_after < target.breaks_before
     assert target.environment.backend == "eager" and target.environment.torch_version
