@@ -223,3 +223,15 @@ def load(env: Optional[Mapping[str, str]] = None) -> Settings:
         api_url=(env.get("GITHUB_API_URL") or "").strip() or None,
         github_token=token,
     )
+
+
+def markdown_tables() -> str:
+    """The inputs and outputs tables of the README and docs/action.md (tested to agree)."""
+    def default(spec: Input) -> str:
+        return f"`{spec.default}`" if spec.default else "(graphmend.yml)"
+
+    lines = ["| input | default | description |", "|---|---|---|"]
+    lines += [f"| `{i.name}` | {default(i)} | {i.description.replace('|', '/')} |" for i in INPUTS]
+    lines += ["", "| output | description |", "|---|---|"]
+    lines += [f"| `{name}` | {text} |" for name, text in OUTPUTS.items()]
+    return "\n".join(lines) + "\n"

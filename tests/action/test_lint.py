@@ -113,3 +113,14 @@ def test_shellcheck_passes_on_action_yml_run_scripts(step, script, tmp_path):
 def test_shellcheck_catches_what_the_run_scripts_must_avoid(tmp_path):
     proc = shellcheck('cd $GITHUB_WORKSPACE\n"$GRAPHMEND_PYTHON" -m action\n', tmp_path)
     assert proc.returncode != 0 and "SC2086" in proc.stdout
+
+
+def test_actionlint_passes_on_the_readme_workflows(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    part = readme[readme.index("<!-- action:start -->"):readme.index("<!-- action:end -->")]
+    blocks = re.findall(r"```yaml\n(.*?)```", part, re.S)
+    assert len(blocks) == 2
+    workflows = {f"readme-{n}.yml": f"name: readme {n}\n" + PUBLISHED.sub("uses: ./", b) for n, b in enumerate(blocks)}
+    root, files = project_with(tmp_path, workflows)
+    proc = actionlint(root, *files)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
