@@ -50,7 +50,9 @@ def test_equivalent_fix_verifies_and_swapped_where_arms_are_withdrawn(make_repo)
 
 
 def test_changed_print_exception_type_log_site_and_weights_are_caught(make_repo):
-    root = make_repo(files())
+    repo_files = files()
+    repo_files["graphmend.yml"] += "  - name: broken\n    entry: tools.targets:no_such_factory\n    device: cpu\n    backend: eager\n"
+    root = make_repo(repo_files)
     with pytest.raises(TreeError, match="unknown revision"):
         verify(load_config(root), base="no-such-rev")
     changed = (MODEL.replace('print("toy forward")', 'print("toy forward!")')
@@ -61,8 +63,10 @@ def test_changed_print_exception_type_log_site_and_weights_are_caught(make_repo)
     (root / "pkg/model.py").write_text(changed)
     report = verify(load_config(root), base="HEAD", count_breaks=False)
     validate("verify", to_dict(report))
-    (target,) = report.targets
+    target, broken = report.targets
     assert not target.ok and report.failed
+    # A target that cannot be built is an error with its cause; the other targets still ran.
+    assert not broken.ok and "no_such_factory" in broken.error and "\n" not in broken.error
     kinds = {(m.kind, m.check) for m in target.mismatches}
     assert {("stdout", "eager"), ("stdout", "compiled"), ("exception", "eager"), ("exception", "compiled"),
             ("log", "eager")} <= kinds
