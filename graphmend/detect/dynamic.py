@@ -247,6 +247,9 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
 
         inner = lookup_backend(backend_name)
     compiled = torch.compile(loaded.fn, backend=recorder.backend(inner))
+    # eval means inference, as the model is served: no autograd. Breaks can differ with grad
+    # mode (Dynamo traces some ops differently when they must record a backward), and the mode
+    # is recorded with the counts.
     grad = torch.no_grad() if mode == "eval" else contextlib.nullcontext()
     started = time.monotonic()
     with _dynamo_log(bool(payload.get("capture_log"))) as log, recorder.installed(), grad:
