@@ -20,6 +20,7 @@ rewritten hunk map to the whole replacement hunk (a deferred call replays at its
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,9 +212,10 @@ def compare_outcomes(
             why = compare_tensor(actual_tensors[path], expected_tensors[path], tight=(check == "eager"), rtol=rtol, atol=atol, stats=stats)
             if why:
                 add("grad" if path.startswith("grad:") else "output", f"{path}: {why}")
-        if expected.get("values", {}) != actual.get("values", {}):
-            exp_v, act_v = expected.get("values", {}), actual.get("values", {})
-            keys = sorted(k for k in set(exp_v) | set(act_v) if exp_v.get(k, "<absent>") != act_v.get(k, "<absent>"))
+        exp_v, act_v = expected.get("values", {}), actual.get("values", {})
+        keys = sorted(k for k in set(exp_v) | set(act_v)
+                      if not _same_value(act_v.get(k, "<absent>"), exp_v.get(k, "<absent>"), loose=(check == "compiled"), rtol=rtol, atol=atol))
+        if keys:
             add("output", "; ".join(f"{k}: {act_v.get(k, '<absent>')!r} != {exp_v.get(k, '<absent>')!r}" for k in keys[:3]))
 
     if expected.get("stdout", "") != actual.get("stdout", ""):
@@ -228,6 +230,18 @@ def compare_outcomes(
     if problem:
         add("warning", problem)
     return found
+
+
+def _same_value(actual: Any, expected: Any, *, loose: bool, rtol: Optional[float], atol: Optional[float]) -> bool:
+    """Plain output values (a Python float from ``.item()``, an int, a string): exact, except
+    that a compiled float may differ like a float32 tensor would."""
+    if loose and isinstance(actual, float) and isinstance(expected, float) and not isinstance(actual, bool):
+        if math.isnan(actual) and math.isnan(expected):
+            return True
+        r = 1.3e-6 if rtol is None else rtol
+        a = 1e-5 if atol is None else atol
+        return abs(actual - expected) <= a + r * abs(expected)
+    return type(actual) is type(expected) and actual == expected or (actual != actual and expected != expected)
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -73,3 +73,18 @@ def test_capture_sees_prints_non_propagating_loggers_and_warnings():
     (warning,) = captured["warnings"]
     assert (warning["category"], warning["message"]) == ("UserWarning", "careful")
     assert logging.Logger.handle.__name__ == "handle" and logging.Logger.handle.__module__ == "logging"  # unhooked
+
+
+def test_plain_values_exact_in_eager_close_in_compiled(tmp_path):
+    from graphmend.verify.compare import compare_outcomes
+
+    def outcome(value):
+        return {"exception": None, "tensors": [], "values": {"out['mean']": value}, "stdout": "", "logs": [], "warnings": []}
+
+    common = dict(actual_tensors={}, expected_tensors={}, actual_root=tmp_path, expected_root=tmp_path,
+                  lines=LineMap(tmp_path, tmp_path), rtol=None, atol=None, stats=Stats())
+    assert compare_outcomes("c", "eager", outcome(0.5 + 1e-9), outcome(0.5), **common)
+    assert not compare_outcomes("c", "compiled", outcome(0.5 + 1e-9), outcome(0.5), **common)
+    assert compare_outcomes("c", "compiled", outcome(0.6), outcome(0.5), **common)
+    assert compare_outcomes("c", "eager", outcome(1), outcome(True), **common)  # type changes count
+    assert not compare_outcomes("c", "eager", outcome("<a.B>"), outcome("<a.B>"), **common)
