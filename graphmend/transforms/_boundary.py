@@ -49,12 +49,13 @@ from graphmend.transforms.base import SourceFile
 MARKER = "_graphmend_deferred"
 DEFERRED = "_graphmend_deferred"
 TRAP = "_graphmend_trap"
+EQUAL = "_graphmend_equal"
 BOUNDARY = "_graphmend_boundary"
 
 RUNTIME = '''
 
 # ----------------------------------------------------------------------------------------------
-# graphmend runtime: deferred side effects (GM201-GM203) and trap lowering (GM301).
+# graphmend runtime: deferred side effects (GM201-GM203) and trap lowering (GM301, GM302).
 # Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
 # as written. Under torch.compile, print / logging / warnings calls are recorded inside the graph
 # (arguments copied at the call) and replayed in order, with their original source location, by
@@ -190,6 +191,15 @@ def _graphmend_trap(condition, exc_type, message, raise_when=True):
     ok = _graphmend_torch.logical_not(condition) if raise_when else condition.bool()
     _graphmend_torch._assert_async(ok, _graphmend_trap_prefix + exc_type.__name__ + ":" + message)
     return not raise_when
+
+
+def _graphmend_equal(a, b):
+    """``torch.equal(a, b)`` in eager mode; under torch.compile a 0-d bool tensor (no break)."""
+    if not _graphmend_torch.compiler.is_compiling():
+        return _graphmend_torch.equal(a, b)
+    if a.shape != b.shape:  # static under compile; torch.equal never broadcasts
+        return _graphmend_torch.zeros((), dtype=_graphmend_torch.bool, device=a.device)
+    return (a == b).all()  # promotes dtypes as torch.equal does; NaN != NaN in both
 
 
 def _graphmend_restore(error):

@@ -25,7 +25,7 @@ from typing import Iterable, Optional, Union
 
 import libcst as cst
 
-from graphmend.model import Category, Decline, Fix, Safety, fingerprint
+from graphmend.model import Category, Decline, Edit, Fix, Safety, fingerprint
 from graphmend.transforms import _boundary as B
 from graphmend.transforms.base import Failure, Outcome, RuleContext, SourceFile, Suppressed, Transform, iter_nodes
 
@@ -130,7 +130,7 @@ class RaiseOnTensorCondition(Transform):
         if lines is None:
             outcomes: list[Outcome] = []
             for node in self.sites(source):
-                if not _candidate(node):  # type: ignore[arg-type]
+                if not self.candidate(node):  # type: ignore[arg-type]
                     continue
                 span = self.site_lines(node, source)
                 if any(source.suppressed(n, self.code) for n in span):
@@ -145,6 +145,28 @@ class RaiseOnTensorCondition(Transform):
 
     def prefilter(self, text: str) -> bool:
         return "raise" in text
+
+    def candidate(self, node: cst.If) -> bool:
+        """Static mode: a check that reads tensor values (``torch.equal`` checks are GM302's)."""
+        return _candidate(node) and _equal_call(_inner_test(node)) is None
+
+    def lower_test(self, test: cst.BaseExpression, source: SourceFile, node: cst.If) -> Union[str, tuple[str, str]]:
+        """A decline reason, or the (prefix, suffix) around the condition's text (before the
+        exception arguments); GM302 overrides it for ``torch.equal``."""
+        if any(True for _ in iter_nodes(test, (cst.BooleanOperation,))) or any(
+            isinstance(u.operator, cst.Not) for u in iter_nodes(test, (cst.UnaryOperation,))
+        ):
+            return "`and`/`or`/`not` inside the condition call bool() on each tensor; write it with `&`, `|`, `~`"
+        for call in iter_nodes(test, (cst.Call,)):
+            leaf = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", "")
+            if leaf in ("equal", "allclose", "item", "tolist", "is_nonzero", "len"):
+                extra = " (GM302 lowers `torch.equal` checks)" if leaf == "equal" else ""
+                return f"`{leaf}` gives a Python value, not a tensor: that call is the break{extra}"
+        return (f"{B.TRAP}(", "")
+
+    def adjust(self, edit: Edit, test: cst.BaseExpression, source: SourceFile) -> Edit:
+        """A last change to the call-site edit (GM302 renames the ``torch.equal`` it wraps)."""
+        return edit
 
     # -- the rewrite --------------------------------------------------------------------------
 
@@ -176,17 +198,14 @@ class RaiseOnTensorCondition(Transform):
         test, raise_when = node.test, True
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             test, raise_when = test.expression, False
-        if any(True for _ in iter_nodes(test, (cst.BooleanOperation,))) or any(
-            isinstance(u.operator, cst.Not) for u in iter_nodes(test, (cst.UnaryOperation,))
-        ):
-            return self.decline(source, node, "`and`/`or`/`not` inside the condition call bool() on each tensor; write it with `&`, `|`, `~`")
-        for call in iter_nodes(test, (cst.Call,)):
-            leaf = call.func.attr.value if isinstance(call.func, cst.Attribute) else getattr(call.func, "value", "")
-            if leaf in ("equal", "allclose", "item", "tolist", "is_nonzero", "len"):
-                return self.decline(source, node, f"`{leaf}` gives a Python value, not a tensor: that call is the break")
+        lowered = self.lower_test(test, source, node)
+        if isinstance(lowered, str):
+            return self.decline(source, node, lowered)
+        prefix, inner_suffix = lowered
         placement = B.plan(source, node)
-        suffix = f", {name}, {message!r}" + ("" if raise_when else ", False") + ")"
-        edits = (B.wrap_text(source, test, f"{B.TRAP}(", suffix),) + B.runtime_edits(source)
+        suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + ")"
+        edit = B.wrap_text(source, test, prefix, suffix)
+        edits = (self.adjust(edit, test, source),) + B.runtime_edits(source)
         notes = (
             f"Eager mode is unchanged. Under torch.compile on CPU the check is torch._assert_async in the graph and "
             f"{name}({message!r}) is raised again by the boundary; on other devices the Python branch stays."
@@ -233,6 +252,28 @@ def _body_is_only(node: cst.If, raise_: cst.Raise) -> bool:
         return list(body.body) == [raise_]
     stmts = list(body.body)
     return len(stmts) == 1 and isinstance(stmts[0], cst.SimpleStatementLine) and list(stmts[0].body) == [raise_]
+
+
+def _inner_test(node: cst.If) -> cst.BaseExpression:
+    test = node.test
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return test.expression
+    return test
+
+
+def _equal_call(test: cst.BaseExpression) -> Optional[cst.Call]:
+    """``test`` when it is exactly ``torch.equal(a, b)`` with two positional arguments."""
+    if (
+        isinstance(test, cst.Call)
+        and isinstance(test.func, cst.Attribute)
+        and isinstance(test.func.value, cst.Name)
+        and test.func.value.value in ("torch", "th")
+        and test.func.attr.value == "equal"
+        and len(test.args) == 2
+        and all(a.keyword is None and not a.star for a in test.args)
+    ):
+        return test
+    return None
 
 
 def _candidate(node: cst.If) -> bool:

@@ -73,7 +73,9 @@ CASES = [
     ("raise-from", module("if (x < 0).any():\n    raise ValueError('negative') from None\n"), ("decline", "GM301", "from")),
     ("two-arguments", module("if (x < 0).any():\n    raise ValueError('negative', 1)\n"), ("decline", "GM301", "exactly one message")),
     ("bool-operators", module("if (x < 0).any() or (x > 9).any():\n    raise ValueError('out of range')\n"), ("decline", "GM301", "`and`/`or`")),
-    ("torch-equal", module("if not torch.equal(x, x.flip(0)):\n    raise ValueError('not a palindrome')\n"), ("decline", "GM301", "Python value")),
+    ("torch-equal", module("if not torch.equal(x, x.flip(0)):\n    raise ValueError('not a palindrome')\n"), ("lower", "GM302", "safe")),
+    ("torch-equal-dynamic-message", module("if torch.equal(x, x.flip(0)):\n    raise ValueError(str(x))\n"), ("decline", "GM302", "not a string literal")),
+    ("torch-equal-custom-exception", "class Bad(Exception):\n    pass\n\n\n" + module("if torch.equal(x, x):\n    raise Bad('same')\n"), ("decline", "GM302", "not a builtin")),
     # len() of a dynamic-shape result is a Python int (the break is the dynamic shape): not a candidate
     ("len-of-dynamic-shape", module("if len(torch.unique(x)) > 1:\n    raise ValueError('not constant')\n"), ("ignore", "GM301", "")),
     ("item", module("if x.sum().item() > 3:\n    raise ValueError('too big')\n"), ("decline", "GM301", "Python value")),
