@@ -188,6 +188,7 @@ def analyse(
     bench: bool = False,
     progress: Progress = None,
     check_fn: Optional[Callable[..., CheckReport]] = None,
+    propose_fixes: bool = True,
 ) -> PrResult:
     """Analyse ``head`` against ``base`` in the repository at ``root``; nothing is posted."""
     from bot import review as rv
@@ -221,9 +222,15 @@ def analyse(
 
         matched = match(base_report, head_report)
         introduced = [b for s, b in matched if s == "introduced"]
-        fixes, declines, fix_stage = _propose(head_config, introduced)
+        if propose_fixes:
+            fixes, declines, fix_stage = _propose(head_config, introduced)
+        else:
+            fixes, declines, fix_stage = {}, {}, rv.Stage("fix", False, "fixes were not asked for (--no-fix)")
         stages.append(fix_stage)
-        verdicts, verify_stage = _verify(head_config, list(fixes.values()))
+        if propose_fixes:
+            verdicts, verify_stage = _verify(head_config, fixes)
+        else:
+            verdicts, verify_stage = {}, rv.Stage("verify", False, "fixes were not asked for (--no-fix)")
         stages.append(verify_stage)
         passed = [fx for fp, fx in fixes.items() if (verdicts.get(fp) or {}).get("ok")]
         benchmarks, bench_stage = _bench(head_config, passed, bench, verdicts, progress=say)
@@ -291,19 +298,45 @@ def _propose(config: Config, introduced: list[GraphBreak]) -> tuple[dict[str, Fi
     wanted = {_fp(b): b for b in introduced}
     by_site = {(b.file, b.line): fp for fp, b in wanted.items()}
     fixes: dict[str, Fix] = {}
-    for fx in getattr(report, "fixes", ()):
-        fp = fx.fingerprint if fx.fingerprint in wanted else by_site.get((fx.file, fx.line))
-        if fp is not None:
-            fixes.setdefault(fp, fx)
     declines: dict[str, str] = {}
-    for d in getattr(report, "declines", ()):
+    # Applied fixes, and those proposed but held back (e.g. static candidates below the
+    # safety threshold): both are shown; only verified ones can become suggestions.
+    proposed = list(report.applied) + [s.fix for s in report.skipped]
+    for fx in proposed:
+        fp = fx.fingerprint if fx.fingerprint in wanted else by_site.get((fx.file, fx.line))
+        if fp is None or fp in fixes:
+            continue
+        if not fx.edits:  # advice without a rewrite (e.g. what to add at the compile call site)
+            declines.setdefault(fp, f"{fx.rule}: {fx.title}" + (f" ({fx.notes})" if fx.notes else ""))
+            continue
+        stale = _stale_edit(config.root, fx)
+        if stale:
+            # A later round of the fix loop edits text an earlier round produced: its line
+            # numbers are not the head commit's, so it cannot be offered on the PR's lines.
+            declines.setdefault(fp, f"{fx.rule}: {stale}")
+            continue
+        fixes[fp] = fx
+    for d in report.declined:
         fp = d.fingerprint if d.fingerprint in wanted else by_site.get((d.file, d.line))
         if fp is not None:
             declines.setdefault(fp, f"{d.rule}: {d.reason}")
     return fixes, declines, Stage("fix", True, "")
 
 
-def _verify(config: Config, fixes: list[Fix]) -> tuple[dict[str, Any], Any]:
+def _stale_edit(root: Path, fix: Fix) -> str:
+    """Why ``fix``'s edits do not apply to the files under ``root`` as they are, or ""."""
+    for e in fix.edits:
+        try:
+            lines = (root / e.file).read_text(encoding="utf-8").splitlines(keepends=True)
+        except (OSError, UnicodeDecodeError):
+            return f"{e.file} cannot be read"
+        if e.end_line >= e.start_line and e.old_text and "".join(lines[e.start_line - 1 : e.end_line]) != e.old_text:
+            return f"the fix's edit of {e.file}:{e.start_line} does not match the head commit's lines"
+    return ""
+
+
+def _verify(config: Config, fixes: dict[str, Fix]) -> tuple[dict[str, Any], Any]:
+    """Verdicts keyed by the finding's fingerprint (the fix's own may differ)."""
     from bot.review import Stage
 
     if not fixes:
@@ -313,15 +346,23 @@ def _verify(config: Config, fixes: list[Fix]) -> tuple[dict[str, Any], Any]:
     try:
         from graphmend.verify import verify_fixes
 
-        report = verify_fixes(config, fixes)
+        report = verify_fixes(config, list(fixes.values()))
     except Exception as exc:  # noqa: BLE001
         return {}, Stage("verify", False, f"verify failed: {type(exc).__name__}: {exc}"[:2000])
     before = sum(t.breaks_before or 0 for t in report.targets)
     after = sum(t.breaks_after or 0 for t in report.targets)
     max_error = max([t.max_abs_error_compiled for t in report.targets] + [0.0])
-    out = {}
+    by_fix = {}
     for v in report.fixes:
-        out[v.fingerprint] = {"ok": v.ok, "reason": v.reason, "before": before, "after": after, "max_error": max_error}
+        entry = {"ok": v.ok, "reason": v.reason, "before": before, "after": after, "max_error": max_error}
+        by_fix[v.fingerprint] = entry
+        by_fix[(v.rule, v.file, v.line)] = entry
+    out = {}
+    for fp, fx in fixes.items():
+        verdict = by_fix.get(fx.fingerprint) if fx.fingerprint else None
+        verdict = verdict or by_fix.get((fx.rule, fx.file, fx.line))
+        if verdict is not None:
+            out[fp] = verdict
     return out, Stage("verify", True, "")
 
 

@@ -189,7 +189,8 @@ def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
     git(root, "commit", "-q", "-am", "head")
     head = git(root, "rev-parse", "HEAD")
 
-    result = analyse(root, base, head, cache_dir=tmp_path / "cache")
+    # Fixes are proposed and verified by their own suites; here: dynamic breaks and matching.
+    result = analyse(root, base, head, cache_dir=tmp_path / "cache", propose_fixes=False)
     [t] = result.review.targets
     assert t.name == "tiny" and t.base.break_count == 0 and t.head.break_count >= 1 and not t.head.error
     introduced = [f for f in result.review.findings if f.status == "introduced"]
@@ -197,8 +198,5 @@ def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
     assert any(f.gb_id == "GB0170" and f.line == 11 for f in introduced)
     assert result.verdict.passed is False
     stages = {s.name: s for s in result.review.stages}
-    for f in introduced:
-        if f.fix is not None:  # proposed: then it says whether verification passed
-            assert f.fix.verification is not None and f.fix.verification.status in ("passed", "failed", "not-run")
-        else:
-            assert f.decline or not stages["fix"].ran
+    assert stages["fix"].ran is False and "--no-fix" in stages["fix"].reason
+    assert all(f.fix is None and "--no-fix" in (f.decline or "") for f in introduced if f.rule)
