@@ -206,6 +206,20 @@ def annotate(findings: list[Any]) -> None:
                                    "see review.json and the step summary", title=TITLE)
 
 
+def annotate_sarif(path: Path) -> None:
+    """Warnings for the first SARIF results of a scan (the runner shows ten per step)."""
+    try:
+        sarif = json.loads(path.read_text(encoding="utf-8"))
+        results = [r for run in sarif.get("runs") or [] for r in run.get("results") or []]
+    except (OSError, ValueError, AttributeError):
+        return
+    for r in results[: workflow.MAX_ANNOTATIONS]:
+        loc = ((r.get("locations") or [{}])[0].get("physicalLocation") or {})
+        workflow.command("warning", str((r.get("message") or {}).get("text", "")),
+                         file=(loc.get("artifactLocation") or {}).get("uri", ""),
+                         line=(loc.get("region") or {}).get("startLine", ""), title=f"{TITLE} {r.get('ruleId', '')}")
+
+
 def main(env: Optional[dict[str, str]] = None) -> int:
     try:
         s = settings_mod.load(env)
@@ -228,6 +242,10 @@ def main(env: Optional[dict[str, str]] = None) -> int:
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text("", encoding="utf-8")
     cmd = verb_command(s, config, summary)
+    if s.mode == "pr":
+        # A review.json already in the checkout (left over, or committed by the pull request) must
+        # never be reported or uploaded as this run's result.
+        Path(s.review_file).unlink(missing_ok=True)
     scan_by_check = s.mode == "scan" and cmd[4] == "check"
     with workflow.group(f"{TITLE}: graphmend {cmd[4]}"):
         code, stdout = run_verb(cmd, child_env(s), s.workspace, echo=not scan_by_check)
@@ -237,6 +255,7 @@ def main(env: Optional[dict[str, str]] = None) -> int:
             Path(s.sarif_file).parent.mkdir(parents=True, exist_ok=True)
             Path(s.sarif_file).write_text(stdout, encoding="utf-8")
             summary.write_text(sarif_summary(Path(s.sarif_file)), encoding="utf-8")
+            annotate_sarif(Path(s.sarif_file))
         workflow.command("notice", "this GraphMend has no scan verb: SARIF and summary only, no fix pull request",
                          title=TITLE)
 

@@ -119,6 +119,24 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
     results = [r for r_ in sarif["runs"] for r in r_["results"]]
     assert results and scan.outputs["new-breaks"] == str(len(results))
     assert "graphmend.sarif" in run.summary and len(run.summary.encode()) < SUMMARY_LIMIT
+    assert annotations(run.log) and all("file=src/model.py" in w for w in annotations(run.log))
+
+
+@pytest.mark.slow
+def test_a_pr_run_that_fails_reports_no_stale_review_json(pr_repo, runner_temp, build_backend):  # noqa: F811
+    WHEELHOUSE[:] = [build_backend]
+    # A review.json already in the checkout (committed by the pull request, say) with a commit the
+    # repository does not have: graphmend pr refuses the event, and the old file must be gone.
+    forged = {"version": 1, "base_sha": pr_repo.base, "head_sha": pr_repo.head, "findings": []}
+    (pr_repo.root / "review.json").write_text(json.dumps(forged))
+    event = pull_request_event(pr_repo)
+    event["pull_request"]["head"]["sha"] = "f" * 40
+    result = run_action(REPO, inputs={}, event_name="pull_request", event=event, workspace=pr_repo.root,
+                        temp=runner_temp, env=runner_env())
+    run = result.steps[-1]
+    assert run.id == "run" and run.code == 2, run.log
+    assert not (pr_repo.root / "review.json").exists()
+    assert result.outputs["new-breaks"] == "" and "::error title=GraphMend::graphmend pr exited with code 2" in run.log
 
 
 def ghs_not_leaked(log: str) -> bool:
