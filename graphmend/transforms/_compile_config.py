@@ -37,7 +37,7 @@ from typing import ClassVar, Iterable, Optional
 
 import libcst as cst
 
-from graphmend.model import Edit, Fix, Safety, fingerprint
+from graphmend.model import Decline, Edit, Fix, Safety, fingerprint
 from graphmend.transforms import _analysis as A
 from graphmend.transforms._boundary import wrap_text
 from graphmend.transforms.base import Outcome, RuleContext, SourceFile, Suppressed, Transform
@@ -181,17 +181,36 @@ def hopeless_use(trigger: Trigger, func: cst.FunctionDef, source: SourceFile) ->
     if where:
         return f"`{A.code(trigger.node)}` (line {source.line(trigger.node)}) feeds {where}"
     stmt = trigger.statement
-    if isinstance(stmt, cst.Assign) and stmt.value is trigger.node and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name):
-        name = stmt.targets[0].target.value
+    if isinstance(stmt, cst.Assign) and any(n is trigger.node for n in A._iter(stmt.value)):
+        # `hit = (...).nonzero()[0].tolist()` then `for e in hit:` — follow the names it binds.
+        names = set().union(*(_bound_names(t.target) for t in stmt.targets))
+        targets = {id(n) for t in stmt.targets for n in A._iter(t.target)}
         for n in A._iter(func):
-            if isinstance(n, cst.Name) and n.value == name and n is not stmt.targets[0].target:
+            if isinstance(n, cst.Name) and n.value in names and id(n) not in targets:
                 parent = source.parent(n)
                 if isinstance(parent, cst.Attribute) and parent.attr is n:
                     continue
                 where = control_use(n, source)
                 if where:
-                    return f"`{name}` (from `{A.code(trigger.node)}`, line {source.line(trigger.node)}) feeds {where} at line {source.line(n)}"
+                    return f"`{n.value}` (from `{A.code(trigger.node)}`, line {source.line(trigger.node)}) feeds {where} at line {source.line(n)}"
     return None
+
+
+def _bound_names(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_bound_names(e.value) for e in target.elements)) if target.elements else set()
+    return set()
+
+
+def statement_at(func: cst.FunctionDef, line: int, source: SourceFile) -> Optional[cst.CSTNode]:
+    """The innermost simple statement of ``func`` covering ``line``."""
+    best = None
+    for n in A._iter(func):
+        if isinstance(n, cst.BaseSmallStatement) and source.line(n) <= line <= source.end_line(n):
+            best = n
+    return best
 
 
 def _statement_of(node: cst.CSTNode, source: SourceFile) -> cst.CSTNode:
@@ -241,6 +260,8 @@ class CompileConfigLever(Transform):
                 continue
             found = [t for t in self.triggers(func, source, dynamic=True) if source.line(t.node) <= line <= source.end_line(t.statement)]
             if not found:
+                found = self.fallback(func, line, source)
+            if not found:
                 continue
             owner = _top_level(source, func)
             site = next((s for s in sites if any(_top_level(source, f) is owner for f in s.compiled)), None)
@@ -254,7 +275,22 @@ class CompileConfigLever(Transform):
                 outcomes.append(self._at_site(site, everything or found, source, ctx))
                 continue
             outcomes.append(self._outside(found, func, source))
+        # The setting applies to the whole compiled call: where it would not help at one break
+        # of this file, it is not proposed for the others either.
+        hopeless = [o for o in outcomes if isinstance(o, Decline)]
+        if hopeless:
+            first = hopeless[0]
+            outcomes = [
+                o if not (isinstance(o, Fix) and o.safety is Safety.DISPLAY_ONLY) else
+                Decline(rule=self.code, file=o.file, line=o.line, fingerprint=o.fingerprint,
+                        reason=f"{self.setting} would apply to line {first.line} too, where it would not help: {first.reason}")
+                for o in outcomes
+            ]
         return _suppressed(outcomes, source, self.code)
+
+    def fallback(self, func: cst.FunctionDef, line: int, source: SourceFile) -> list[Trigger]:
+        """Triggers for a reported break whose statement shows none of this rule's patterns."""
+        return []
 
     def _at_site(self, site: CompileSite, found: list[Trigger], source: SourceFile, ctx: RuleContext) -> Outcome:
         for trig in found:

@@ -18,7 +18,14 @@ import libcst as cst
 
 from graphmend.model import Category, Safety
 from graphmend.transforms import _analysis as A
-from graphmend.transforms._compile_config import WRAPPER, WRAPPER_CODE, CompileConfigLever, Trigger, statement_of
+from graphmend.transforms._compile_config import (
+    WRAPPER,
+    WRAPPER_CODE,
+    CompileConfigLever,
+    Trigger,
+    statement_at,
+    statement_of,
+)
 from graphmend.transforms.base import SourceFile
 
 _HELPER = WRAPPER_CODE.format(wrapper=WRAPPER, torch="torch").lstrip("\n")
@@ -55,7 +62,7 @@ class CaptureDynamicOutputShapeOps(CompileConfigLever):
     docs = {
         "What it does": (
             "Finds a compiled function or module whose code calls an operator with a data-dependent output "
-            "shape (`nonzero`, `unique`, `unique_consecutive`, `masked_select`, `argwhere`, "
+            "shape (`nonzero`, one-argument `torch.where`, `unique`, `unique_consecutive`, `masked_select`, `argwhere`, "
             "`repeat_interleave`, or indexes with a boolean mask such as `x[x > 0]`), and wraps the compiled "
             "object at its compile site so that every call runs under "
             "`torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True)`. When the compile site is not "
@@ -131,9 +138,25 @@ class CaptureDynamicOutputShapeOps(CompileConfigLever):
             if isinstance(n, cst.Call):
                 name = A.dotted(n.func).split(".")[-1] if A.dotted(n.func) else (
                     n.func.attr.value if isinstance(n.func, cst.Attribute) else "")
-                if name in DYNAMIC_SHAPE_OPS:
+                single_where = name == "where" and len(n.args) == 1 and n.args[0].keyword is None
+                if name in DYNAMIC_SHAPE_OPS or single_where:  # torch.where(c) is nonzero(c, as_tuple=True)
                     found.append(Trigger(n, statement_of(n, source)))
             elif isinstance(n, cst.Subscript) and len(n.slice) == 1 and isinstance(n.slice[0].slice, cst.Index):
                 if _is_mask(n.slice[0].slice.value):
                     found.append(Trigger(n, statement_of(n, source)))
         return found
+
+    def fallback(self, func: cst.FunctionDef, line: int, source: SourceFile) -> list[Trigger]:
+        # Dynamo reported a dynamic-shape operator here that the source does not show evidently
+        # (`x[mask]` with a boolean `mask`); a statement reading a scalar is GM501's instead.
+        stmt = statement_at(func, line, source)
+        if stmt is None or any(isinstance(c, cst.Call) and _reads_scalar(c) for c in A._iter(stmt)):
+            return []
+        value = getattr(stmt, "value", None)
+        return [Trigger(value if isinstance(value, cst.BaseExpression) else stmt, stmt)]
+
+
+def _reads_scalar(call: cst.Call) -> bool:
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("item", "tolist") and not call.args:
+        return True
+    return isinstance(call.func, cst.Name) and call.func.value in ("int", "float", "bool")

@@ -36,7 +36,9 @@ class CaptureScalarOutputs(CompileConfigLever):
     name = "compile-config-capture-scalar-outputs"
     summary = "`.item()` used as a Python number: compile with capture_scalar_outputs, around every call"
     safety = Safety.SAFE
-    categories = (Category.SCALAR,)
+    # "Data dependent operator" (`aten._local_scalar_dense`, e.g. `.tolist()` of an integer
+    # tensor) is filed as a dynamic-shape break, but Dynamo's hint is this setting.
+    categories = (Category.SCALAR, Category.DYNAMIC_SHAPE)
     gb_types = ("Unsupported Tensor.item() call with capture_scalar_outputs=False",)
     setting = "capture_scalar_outputs"
     what = "scalar reads"
@@ -120,7 +122,8 @@ class CaptureScalarOutputs(CompileConfigLever):
         for call in A._iter(node):
             if not isinstance(call, cst.Call):
                 continue
-            is_item = isinstance(call.func, cst.Attribute) and call.func.attr.value == "item" and not call.args
+            is_item = (isinstance(call.func, cst.Attribute) and not call.args
+                       and (call.func.attr.value == "item" or dynamic and call.func.attr.value == "tolist"))
             is_conv = (dynamic and isinstance(call.func, cst.Name) and call.func.value in ("int", "float")
                        and len(call.args) == 1)
             if not (is_item or is_conv):

@@ -177,3 +177,50 @@ def test_static_mode_is_unsafe_and_idempotent():
     exec(compile(text.replace("@torch.compile", "@torch.compile(backend='eager')"), "<p>", "exec"), namespace)  # noqa: S102
     x = torch.tensor([1.0, -2.0, 3.0, 4.0])
     assert torch.equal(namespace["f"](x, torch.tensor(3)), torch.tensor([1.0, 3.0]))
+
+
+ROUTER = textwrap.dedent('''\
+    import torch
+
+
+    class Router(torch.nn.Module):
+        def forward(self, h, mask):
+            hit = (mask.sum(0) > 0).nonzero(as_tuple=True)[0].tolist()
+            out = torch.zeros_like(h)
+            for e in hit:
+                idx, top = torch.where(mask[:, e])
+                out = out.index_add(0, idx, h[idx] * 2)
+            return out
+''')
+
+
+def test_a_loop_over_a_routed_list_declines_every_break_of_the_file():
+    # Mixtral's pattern: with the setting, torch 2.13 fails on `for e in hit` (GuardOnDataDependentSymNode).
+    result = dynamic_fix(ROUTER, GM502, [6, 9])
+    assert not result.applied and not result.skipped
+    reasons = sorted((d.line, d.reason) for d in result.declined)
+    assert [line for line, _ in reasons] == [6, 9]
+    assert "`hit`" in reasons[0][1] and "`for` loop" in reasons[0][1]
+    assert "would apply to line 6 too" in reasons[1][1]
+
+
+def test_one_argument_where_and_a_reported_mask_are_triggers():
+    program = textwrap.dedent('''\
+        import torch
+
+
+        def f(h, m):
+            idx = torch.where(m)[0]
+            keep = m > 0
+            return h[idx], h[keep]
+
+
+        g = torch.compile(f, backend=BACKEND)
+    ''')
+    result = dynamic_fix(program, GM502, [5, 7])
+    assert [f.rule for f in result.applied] == ["GM502"]
+    calls = [(torch.randn(5), torch.tensor([0, 1, 1, 0, 1])), (torch.randn(5), torch.tensor([1, 0, 0, 0, 0]))]
+    before = run_program(program, calls, "g")
+    after = run_program(result.text, calls, "g")
+    assert "Dynamic shape operator" in set(before[2]) and after[2] == [] and after[1] == 1
+    assert all(torch.equal(x, y) for a, b in zip(before[0], after[0]) for x, y in zip(a, b))
