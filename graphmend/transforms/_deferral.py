@@ -92,9 +92,13 @@ class DeferredCallRule(Transform):
             suffix = f', "{kind}", {line}, "{function}")'
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + B.runtime_edits(source)
         raises = B.region_may_raise(source, call)
+        module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
         notes = (
             f"Eager mode runs {shown}(...) as written. Under torch.compile it is recorded with its "
-            f"arguments copied and replayed after the compiled call by the boundary on {placement.where}."
+            f"arguments copied and replayed after the compiled call by the boundary on {placement.where}. "
+            f"If the callable you compile is defined elsewhere and calls into this module, wrap it "
+            f"(`compiled = {module}._graphmend_boundary(torch.compile(fn))`); otherwise the records wait, "
+            f"accumulating, until one of this module's forwards is called outside a compiled region."
         )
         safety = Safety.SAFE
         if raises:
