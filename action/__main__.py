@@ -59,6 +59,26 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
     return out
 
 
+def review_for_post(s: settings_mod.Settings) -> str:
+    """The review.json that ``post`` gets: a copy with the ``comment``/``suggestions`` inputs
+    applied when they are set (post reads its settings from review.json and has no flags for
+    them). This runs in the trusted posting job; the copy is still validated by ``post``."""
+    overrides = {k: v for k, v in (("comment", s.comment), ("suggestions", s.suggestions)) if v is not None}
+    if not overrides:
+        return s.review_file
+    try:
+        data = json.loads(Path(s.review_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return s.review_file  # post reports the unreadable file itself, naming it
+    if not isinstance(data, dict) or not isinstance(data.get("settings"), dict):
+        return s.review_file
+    data["settings"].update(overrides)
+    s.temp_dir.mkdir(parents=True, exist_ok=True)
+    copy = s.temp_dir / "graphmend-review-action.json"
+    copy.write_text(json.dumps(data), encoding="utf-8")
+    return str(copy)
+
+
 def scan_verb_available() -> bool:
     import importlib.util
 
@@ -82,7 +102,7 @@ def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path
         cmd = gm + ["pr", *common, "--format", "json", "--output", s.review_file, "--summary", str(summary)]
         return cmd + (["--bench"] if s.benchmark else [])
     if s.mode == "post":
-        cmd = gm + ["post", s.review_file, "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
+        cmd = gm + ["post", review_for_post(s), "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
         cmd += ["--fail-on", s.fail_on] if s.fail_on else []
         return cmd + (["--api-url", s.api_url] if s.api_url else [])
     if scan_verb_available():

@@ -68,7 +68,9 @@ def annotations(log: str) -> list[str]:
 def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_temp, build_backend):  # noqa: F811
     WHEELHOUSE[:] = [build_backend]
     # -- pull_request: analysis, read-only, writes review.json -------------------------------
-    pr = run_action(REPO, inputs={}, event_name="pull_request", event=pull_request_event(pr_repo),
+    # Two inputs override graphmend.yml (the repository has none): they must reach the analysis.
+    pr = run_action(REPO, inputs={"sandbox": "subprocess", "comment": "always", "suggestions": "false"},
+                    event_name="pull_request", event=pull_request_event(pr_repo),
                     workspace=pr_repo.root, temp=runner_temp, token="", env=runner_env())
     assert pr.steps[0].code == 0, pr.steps[0].log[-3000:]
     install, run = pr.steps
@@ -79,6 +81,7 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
 
     review = json.loads((pr_repo.root / "review.json").read_text())
     assert review["head_sha"] == pr_repo.head and review["base_sha"] == pr_repo.base
+    assert review["settings"]["suggestions"] is False  # the head's config, merged with the inputs
     new = [f for f in review["findings"] if f["status"] == "introduced" and not f["baselined"]]
     assert new, review["findings"]  # HEAD_MODEL adds data-dependent branches
     assert pr.outputs["new-breaks"] == str(len(new))
@@ -94,7 +97,7 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
     # -- workflow_run: the trusted poster, PR found by head SHA (pull_requests is empty for forks)
     event = {"action": "completed", "repository": {"full_name": REPO_NAME},
              "workflow_run": {"id": 42, "event": "pull_request", "head_sha": pr_repo.head, "pull_requests": []}}
-    post = run_action(REPO, inputs={"github-token": TOKEN}, event_name="workflow_run", event=event,
+    post = run_action(REPO, inputs={"github-token": TOKEN, "comment": "never"}, event_name="workflow_run", event=event,
                       workspace=pr_repo.root, temp=runner_temp, token="ghs_default_job_token",
                       env={**runner_env(), "GITHUB_API_URL": github.url, "GITHUB_SERVER_URL": "https://github.example",
                            "GITHUB_REPOSITORY": REPO_NAME})
@@ -105,6 +108,7 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
     assert len(reviews) == 1 and reviews[0].commit_id == pr_repo.head
     assert post.outputs["review-url"] == f"https://github.example/{REPO_NAME}/pull/1#pullrequestreview-{reviews[0].id}"
     assert post.outputs["new-breaks"] == str(len(new))
+    assert github.issue_comments_of(1) == []  # comment: never reached post (no sticky comment)
     assert run.code == 1  # the gate, again from the findings
     assert run.summary and ghs_not_leaked(post.log)
 
