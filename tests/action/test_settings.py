@@ -148,3 +148,17 @@ def test_the_token_reaches_post_but_never_pr(tmp_path, monkeypatch):
     assert not any(k.startswith("INPUT_") for k in entry.child_env(pr))
     post = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="input-token"))
     assert entry.child_env(post)["GITHUB_TOKEN"] == "input-token"
+
+
+def test_post_gets_a_copy_of_review_json_with_comment_and_suggestions_applied(tmp_path):
+    review = {"version": 1, "base_sha": "b" * 40, "head_sha": "h" * 40,
+              "settings": {"safety": "safe", "suggestions": True, "comment": "on-change", "fail_on": "new-breaks"}}
+    (tmp_path / "review.json").write_text(json.dumps(review))
+    plain = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t"))
+    assert entry.review_for_post(plain) == str(tmp_path / "review.json")  # nothing to apply: the original
+    s = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t", comment="never", suggestions="false"))
+    copy = json.loads(Path(entry.review_for_post(s)).read_text())
+    assert copy["settings"] == {**review["settings"], "comment": "never", "suggestions": False}
+    assert json.loads((tmp_path / "review.json").read_text()) == review  # the artifact is untouched
+    (tmp_path / "review.json").write_text("not json")
+    assert entry.review_for_post(s) == str(tmp_path / "review.json")  # post names the broken file itself
