@@ -72,6 +72,7 @@ class FixReport:
     changes: tuple[FileChange, ...] = ()
     patches: tuple[FileChange, ...] = ()  # fixes in files outside `paths`, never applied
     remaining: tuple[GraphBreak, ...] = ()  # breaks left after the fixes
+    found: tuple[GraphBreak, ...] = ()  # breaks detected before any fix
     errors: tuple[FileError, ...] = ()
     written: bool = False
     version: int = SCHEMA_VERSION
@@ -268,6 +269,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
             changes=tuple(changes),
             patches=tuple(v for _, v in sorted(patches.items())),
             remaining=remaining,
+            found=tuple(b for t in before for b in t.breaks),
             errors=tuple(errors),
             written=write and bool(changes),
         )
@@ -342,6 +344,7 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
         suppressed=tuple(suppressed),
         changes=tuple(changes),
         remaining=tuple(remaining),
+        found=tuple(found.breaks),
         errors=tuple(errors),
         written=write and any(c.written for c in changes),
     )
