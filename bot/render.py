@@ -96,7 +96,7 @@ def verification_block(fix: FixProposal) -> str:
     rows = [("status", escape(status)), ("safety", escape(fix.safety))]
     if v is not None:
         if v.breaks_before is not None or v.breaks_after is not None:
-            rows.append(("graph breaks", f"{_num(v.breaks_before, fmt='{}')} → {_num(v.breaks_after, fmt='{}')}"))
+            rows.append(("graph breaks, all verified fixes applied", f"{_num(v.breaks_before, fmt='{}')} → {_num(v.breaks_after, fmt='{}')}"))
         rows.append(("max error", _err(v.max_error)))
         if v.detail:
             rows.append(("detail", escape(v.detail)))

@@ -236,7 +236,7 @@ def test_502_and_secondary_rate_limit_mid_run(monkeypatch, capsys, github, pr_re
     start = time.monotonic()
     code, result, _ = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head)
     elapsed = time.monotonic() - start
-    assert code == 1 and elapsed < 10
+    assert code == 1 and elapsed < 30  # PyGithub's own policy would sleep 60 s on the secondary limit alone
     assert len(github.reviews_of(1)) == 1 and len(github.comments_of(1)) == 3
     assert len(github.issue_comments_of(1)) == 1 and len(github.state.check_runs) == 1
     assert [f.times for f in github.state.faults] == [0, 0, 0, 0]
