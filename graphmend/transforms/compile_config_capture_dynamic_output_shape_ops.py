@@ -92,6 +92,7 @@ class CaptureDynamicOutputShapeOps(CompileConfigLever):
             "```\n"
             "Where you compile elsewhere: `with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True): "
             "out = compiled(x)` around every call."
+            "\n\nThe helper, to copy where the compile site is outside this repository:\n\n```python\n" + _HELPER + "```"
         ),
         "Fix safety": (
             "Safe on a verified target: the setting changes how Dynamo traces, not what is computed; "

@@ -74,6 +74,7 @@ class CaptureScalarOutputs(CompileConfigLever):
             "`_graphmend_with_config` (added once to the module) runs each call under the setting; a "
             "module keeps its type. Where you compile elsewhere: "
             "`with torch._dynamo.config.patch(capture_scalar_outputs=True): out = compiled(x)` around every call."
+            "\n\nThe helper, to copy where the compile site is outside this repository:\n\n```python\n" + _HELPER + "```"
         ),
         "Fix safety": (
             "Safe on a verified target (the setting changes how Dynamo traces, not what the program "
