@@ -365,3 +365,23 @@ def test_at_most_thirty_inline_comments(monkeypatch, capsys, github, pr_repo, tm
     assert result["inline"] == 30 and len(github.comments_of(1)) == 30
     [rv] = github.reviews_of(1)
     assert "5 new finding(s) without an inline comment" in rv.body and "over the inline-comment cap" in rv.body
+
+
+def test_a_multi_place_fix_is_a_patch_that_git_applies(monkeypatch, capsys, github, pr_repo, tmp_path):
+    import subprocess
+
+    data = pr_review(pr_repo.base, pr_repo.head)
+    helper = "\n\ndef _select(c, a, b):\n    return torch.where(c, a, b)\n"
+    data["findings"][0]["fix"]["edits"] = [
+        {"file": "src/model.py", "start_line": 2, "end_line": 1, "new_text": helper, "old_text": ""},
+        {"file": "src/model.py", "start_line": 11, "end_line": 14, "new_text": "        h = _select(h.sum() > 0, h * 2, h - 1)\n",
+         "old_text": "        if h.sum() > 0:\n            h = h * 2\n        else:\n            h = h - 1\n"},
+    ]
+    post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
+    [rv] = github.reviews_of(1)
+    [patch] = re.findall(r"^(`{3,})diff\n(.*?)^\1$", rv.body, re.S | re.M)
+    (tmp_path / "fix.patch").write_text(patch[1])
+    subprocess.run(["git", "apply", "--unidiff-zero", str(tmp_path / "fix.patch")], cwd=pr_repo.root, check=True)
+    fixed = (pr_repo.root / "src" / "model.py").read_text()
+    assert "def _select(c, a, b):" in fixed and "        h = _select(h.sum() > 0, h * 2, h - 1)\n" in fixed
+    assert "if h.sum() > 0" not in fixed and fixed.count("\n") == 18 + 4 - 3
