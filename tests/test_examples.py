@@ -16,7 +16,7 @@ from tests.conftest import EXAMPLES
 # one worker runs this module: its module-scoped fixture runs the targets once
 pytestmark = [pytest.mark.xdist_group("test_examples"), pytest.mark.slow]
 
-ENC, DEC, POOL, CLEAN = (f"src/tinymodels/{m}.py" for m in ("encoder", "decoder", "pooling", "clean"))
+ENC, DEC, POOL, MOE, CLEAN = (f"src/tinymodels/{m}.py" for m in ("encoder", "decoder", "pooling", "moe", "clean"))
 
 # The hand count: (file, line, category, GB id, rule, a piece of the source line).
 HAND_COUNT = {
@@ -36,8 +36,20 @@ HAND_COUNT = {
         (POOL, 14, "scalar", "GB0124", None, "steps = int(lengths.max().item())"),
     ],
     "tiny-mlp": [],
+    "tiny-moe": [
+        (MOE, 25, "scalar", "GB0124", None, "tau = temperature.clamp(min=0.05).item()"),
+        # nonzero routing inside the loop over experts: the loop's frame is skipped too
+        (MOE, 35, "dynamic-shape", "GB0036", None, "torch.nonzero(chosen == e, as_tuple=True)"),
+        (MOE, 35, "skipped-frame", "GB7000", None, "torch.nonzero(chosen == e, as_tuple=True)"),
+    ],
 }
-GRAPHS = {"tiny-encoder": 3, "tiny-decoder": 5, "tiny-pooler": 2, "tiny-mlp": 1}
+GRAPHS = {"tiny-encoder": 3, "tiny-decoder": 5, "tiny-pooler": 2, "tiny-mlp": 1, "tiny-moe": 5}
+# target -> (module of its factory, dtype), for the independent graph count
+FACTORIES = {"tiny-encoder": ("tools.graphmend_targets:tiny_encoder", "float16"),
+             "tiny-decoder": ("tools.graphmend_targets:tiny_decoder", "float32"),
+             "tiny-pooler": ("tools.graphmend_targets:tiny_pooler", "float32"),
+             "tiny-mlp": ("tools.graphmend_targets:tiny_mlp", "float32"),
+             "tiny-moe": ("src.tinymodels.moe:tiny_moe", "float32")}
 
 
 def graphmend(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -70,27 +82,30 @@ def test_hand_count(checked):
 
 def test_totals_agree_with_a_counting_backend(checked):
     """Break counts are the distinct findings; graph counts match a counting backend run here."""
+    from graphmend.config import load_config
+
+    assert {t.name: (t.entry, t.dtype) for t in load_config(EXAMPLES).targets} == FACTORIES
     _, report = checked
     for t in report["targets"]:
         assert t["break_count"] == len(t["breaks"])
         assert t["skipped_frames"] == sum(b["category"] == "skipped-frame" for b in t["breaks"])
         assert t["graph_count"] == GRAPHS[t["name"]], t["name"]
     code = (
-        "import json, sys, torch, torch._dynamo\n"
+        "import importlib, json, sys, torch, torch._dynamo\n"
         "sys.path.insert(0, '.')\n"
-        "import tools.graphmend_targets as T\n"
         "out = {}\n"
-        "for name, dtype in [('tiny_encoder', torch.float16), ('tiny_decoder', torch.float32), ('tiny_pooler', torch.float32), ('tiny_mlp', torch.float32)]:\n"
+        f"for name, (entry, dtype) in {FACTORIES!r}.items():\n"
+        "    module, _, attr = entry.partition(':')\n"
         "    torch._dynamo.reset()\n"
-        "    built = getattr(T, name)(dtype=dtype)\n"
+        "    built = getattr(importlib.import_module(module), attr)(dtype=getattr(torch, dtype))\n"
         "    graphs = []\n"
         "    fn = torch.compile(built[0], backend=lambda gm, ex: graphs.append(gm) or gm.forward)\n"
         "    with torch.no_grad():\n"
         "        fn(*built[1], **(built[2] if len(built) > 2 else {}))\n"
-        "    out[name.replace('_', '-')] = len(graphs)\n"
+        "    out[name] = len(graphs)\n"
         "print(json.dumps(out))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=300,
+    proc = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr
     counted = json.loads(proc.stdout.strip().splitlines()[-1])
