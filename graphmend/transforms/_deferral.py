@@ -104,6 +104,11 @@ class DeferredCallRule(Transform):
         if raises:
             safety = Safety.UNSAFE
             notes += f" Unsafe: {raises}."
+        immediate = _immediate_output(source, call, func)
+        if immediate:
+            safety = Safety.UNSAFE
+            notes += (f" Unsafe: {immediate} in the same function stays immediate, so under compile it may "
+                      f"appear before this deferred output although it ran after it.")
         return Fix(
             rule=self.code,
             title=f"defer {shown}(...) out of the compiled region",
@@ -141,6 +146,29 @@ class DeferredCallRule(Transform):
     def _fingerprint(self, source: SourceFile, node: cst.CSTNode) -> str:
         line = source.line(node)
         return fingerprint(source.path, source.function_name(node), self.code, source.lines[line - 1])
+
+
+OUTPUT_NAMES = frozenset({"print", "warn", "debug", "info", "warning", "error", "exception", "critical", "fatal", "log",
+                          "warning_once", "info_once"})
+
+
+def _immediate_output(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> Optional[str]:
+    """Another output call in the same function that cannot be deferred (its result is used,
+    or it names a frame of the stack): it would print at once while the deferred ones wait."""
+    for other in iter_nodes(func, (cst.Call,)):
+        if other is call:
+            continue
+        callee = other.func
+        leaf = callee.attr.value if isinstance(callee, cst.Attribute) else getattr(callee, "value", "")
+        if leaf not in OUTPUT_NAMES or (isinstance(callee, cst.Name) and leaf not in ("print", "warn")):
+            continue
+        if isinstance(callee, cst.Call):
+            continue
+        used = not isinstance(source.parent(other), cst.Expr)
+        stack = any(a.keyword is not None and a.keyword.value in ("stacklevel", "stack_info") for a in other.args)
+        if used or stack:
+            return f"`{_short(source.code(callee))}(...)` at line {source.line(other)}"
+    return None
 
 
 def _short(text: str) -> str:

@@ -35,6 +35,8 @@ CASES = [
     ("exception-outside-handler", module("logger.exception('odd')\n"), ("lower", "GM202", "safe")),
     ("warn-from-import", "from warnings import warn\n" + module("warn('careful', RuntimeWarning, 1)\n"), ("lower", "GM203", "safe")),
     ("print-before-a-tensor-raise", module("print('checking')\nif (x < 0).any():\n    raise ValueError('negative')\n"), ("lower", "GM201", "unsafe")),
+    # a print that cannot be deferred stays immediate: the deferred one may come out after it
+    ("mixed-immediate-output", module("print('first')\nwarnings.warn('second', stacklevel=2)\n"), ("lower", "GM201", "unsafe")),
     ("print-after-a-tensor-raise", module("if (x < 0).any():\n    raise ValueError('negative')\nprint('checked')\n"), ("lower", "GM201", "safe")),
     ("print-before-a-python-check", module("print('checking')\nif x.dim() != 2:\n    raise ValueError('2-d')\n"), ("lower", "GM201", "safe")),
     # a lowered check in a class that never calls this one is another graph; one that does is not
