@@ -267,7 +267,7 @@ class Poster:
     def _gate(self, review: Review, verdict: Verdict, result: PostResult) -> None:
         anns = render.annotations(review, verdict)
         title = render.headline(verdict)
-        summary = render.counts_line(review, verdict) + f" · base `{review.base_sha[:7]}` → head `{review.head_sha[:7]}`"
+        summary = render.check_summary(review, verdict)  # the check's page shows the whole story
         nonce = os.urandom(6).hex()  # tells this run's check run apart when re-checking after a 502
         payload = {
             "name": CHECK_NAME,

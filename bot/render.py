@@ -20,6 +20,7 @@ from bot.review import Benchmark, Finding, FixProposal, Review, TargetSummary
 
 # GitHub rejects bodies over 65,536 characters; keep a margin for the markers.
 BODY_LIMIT = 65_000
+MAX_CHART_TARGETS = 30  # a chart with more bars is unreadable anyway
 GB_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
@@ -309,9 +310,16 @@ def sticky_body(review: Review, verdict: Verdict) -> str:
     if review.errors:
         items = "\n".join(f"- {code_span(e.path)}: {escape(e.message, 200)}" for e in review.errors[:50])
         parts += ["", _details(f"{len(review.errors)} input(s) could not be read", items)]
-    parts += [""] + [_target_table(*row) + "\n" for row in rows]
-    parts += [mermaid_chart(rows)]
-    return "\n".join(parts) + "\n"
+    head = "\n".join(parts) + "\n"
+    chart = mermaid_chart(rows[:MAX_CHART_TARGETS])
+    budget = BODY_LIMIT - len(head) - len(chart) - 200
+    tables = _bounded((_target_table(*row) + "\n" for row in rows), budget, "…and {n} more target(s): see the step summary\n")
+    return head + "\n" + tables + "\n" + chart + "\n"
+
+
+def check_summary(review: Review, verdict: Verdict) -> str:
+    """The check run's summary: the sticky comment's content (GitHub allows 65,535 characters)."""
+    return sticky_body(review, verdict).replace(markers.STICKY + "\n", "")
 
 
 def summary_markdown(review: Review, verdict: Verdict) -> str:

@@ -113,11 +113,14 @@ def test_bodies_stay_under_githubs_limit():
     data["findings"][0]["file"] = "src/model.py"
     data["findings"][0]["line"] = 11
     data["errors"] = [{"path": f"src/e{i}.py", "message": "y" * 1900} for i in range(500)]
+    data["targets"] = [{"name": f"t{i:03d}-" + "n" * 90, "base": {"break_count": i, "graph_count": 1, "error": "e" * 1999},
+                        "head": None, "benchmark": None} for i in range(200)]
     review = from_json(data)
     verdict = compute_verdict(review)
     plan = plan_review(review, parse_files([("src/model.py", "modified", PATCH)]))
     assert len(render.review_body(review, verdict, plan)) < 65536
-    assert len(render.sticky_body(review, verdict)) < 65536
+    assert len(render.sticky_body(review, verdict)) < 65536 and "more target(s)" in render.sticky_body(review, verdict)
+    assert len(render.check_summary(review, verdict)) < 65535
     assert len(render.summary_markdown(review, verdict)) < 65536 * 2
     single = dict(data["findings"][0]["fix"], edits=[big_edit])
     data["findings"][0]["fix"] = single
