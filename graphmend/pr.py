@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 from graphmend import __version__
 from graphmend.config import Config, ConfigError, find_config, load_config
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
+from graphmend.report import lever_text
 
 Progress = Optional[Callable[[str], None]]
 
@@ -246,7 +247,7 @@ def analyse(
             if decline is None and b.fixable and not fix_stage.ran:
                 decline = f"no fix was proposed: {fix_stage.reason}"
             elif decline is None and not b.fixable:
-                decline = b.lever_reason or None
+                decline = lever_text(b) or b.lever_reason or None  # the lever: a compile setting, or why none
         findings.append(rv.Finding(
             fingerprint=fp, status=status, file=b.file, line=b.line, reason=b.reason[:4000],
             baselined=fp in accepted,

@@ -12,7 +12,7 @@ from graphmend.model import CheckReport, GraphBreak, Lever
 
 FORMATS = ("text", "json", "sarif", "github")
 
-__all__ = ["FORMATS", "render_check", "sort_breaks", "break_code", "lever_note"]
+__all__ = ["FORMATS", "render_check", "sort_breaks", "break_code", "lever_note", "lever_text"]
 
 
 def break_code(b: GraphBreak) -> str:
@@ -25,13 +25,19 @@ def lever_note(b: GraphBreak) -> str:
     (and the GM5xx lever that scopes it around every call), or why nothing known does."""
     if b.fixable and b.rule:
         return f" [fix: {b.rule}]"
+    text = lever_text(b)
+    return f" [{text}]" if text else ""
+
+
+def lever_text(b: GraphBreak) -> str:
+    """The lever of a break that no source rule fixes, as a phrase ('' when nothing is known)."""
     if b.lever is Lever.CONFIG:
         from graphmend.rules import CONFIG_RULES
 
         code = next((c for setting, c in CONFIG_RULES.items() if setting in b.lever_reason), None)
-        return f" [config: {b.lever_reason or 'a compile setting'}{f' ({code})' if code else ''}]"
+        return f"config: {b.lever_reason or 'a compile setting'}{f' ({code})' if code else ''}"
     if b.lever is Lever.NONE and b.lever_reason:
-        return f" [no known fix: {b.lever_reason}]"
+        return f"no known fix: {b.lever_reason}"
     return ""
 
 
