@@ -107,3 +107,15 @@ def test_lever_note_is_empty_only_without_any_reason():
     plain = GraphBreak(file="a.py", line=1, reason="r", category=Category.OTHER)
     assert lever_note(plain) == ""
     assert lever_note(GraphBreak(file="a.py", line=1, reason="r", category=Category.OTHER, lever_reason="why")) == " [no known fix: why]"
+
+
+def test_review_findings_carry_the_lever_of_unfixable_breaks():
+    from graphmend.report import lever_text
+
+    item = GraphBreak(file="a.py", line=3, reason="r", category=Category.SCALAR, lever=Lever.CONFIG,
+                      lever_reason="torch._dynamo.config.capture_scalar_outputs = True")
+    assert lever_text(item) == "config: torch._dynamo.config.capture_scalar_outputs = True (GM501)"
+    call = GraphBreak(file="a.py", line=3, reason="r", category=Category.UNSUPPORTED_CALL, lever=Lever.NONE,
+                      lever_reason="Dynamo cannot trace this call")
+    assert lever_text(call) == "no known fix: Dynamo cannot trace this call"
+    assert lever_text(GraphBreak(file="a.py", line=3, reason="r", category=Category.OTHER)) == ""
