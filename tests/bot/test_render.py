@@ -134,3 +134,14 @@ def test_rendering_is_deterministic():
     review, verdict, plan = scenario()
     assert render.review_body(review, verdict, plan) == render.review_body(*scenario())
     assert re.search(r"\d{4}-\d\d-\d\d", render.sticky_body(review, verdict)) is None
+
+
+def test_golden_workflow_commands_and_check_summary():
+    review, verdict, _ = scenario()
+    check_golden("workflow_commands.txt", "\n".join(render.workflow_commands(review, verdict)) + "\n")
+    check_golden("check_summary.md", render.check_summary(review, verdict))
+    data = pr_review(BASE, HEAD)
+    data["findings"][0]["reason"] = "a, b: 100%\nnext line"
+    data["findings"][0]["file"] = "src/we,ird:name.py"
+    [first] = [ln for ln in render.workflow_commands(from_json(data), compute_verdict(from_json(data))) if "we%2C" in ln]
+    assert first.startswith("::error file=src/we%2Cird%3Aname.py,line=11,") and first.endswith("::a, b: 100%25 next line (fixable: predicate the branch with torch.where)")
