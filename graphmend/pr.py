@@ -154,7 +154,8 @@ def _config_for(tree: Path, head_tree: Path, explicit: Optional[str]) -> Config:
 
 
 def _gate_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple[Config, frozenset[str]]:
-    """The gate settings and accepted fingerprints as they are on the base branch."""
+    """The policy (gate, fix safety, review settings) and the accepted fingerprints as they
+    are on the base branch."""
     from bot.gate import baseline_fingerprints
 
     from graphmend.config import CONFIG_NAMES, parse_config
@@ -268,9 +269,10 @@ def analyse(
             benchmark=benchmarks.get(name),
         ))
     errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
+    # The policy is the base branch's: a pull request does not get to loosen it for itself.
     settings = rv.Settings(
-        safety=head_config.fix.safety,
-        suggestions=head_config.review.suggestions,
+        safety=gate_config.fix.safety,
+        suggestions=gate_config.review.suggestions,
         comment=gate_config.review.comment,
         fail_on=gate_config.gate.fail_on,
     )
