@@ -15,6 +15,7 @@ when set (GitHub Enterprise Server), else api.github.com; authentication is a to
 
 from __future__ import annotations
 
+import base64
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
@@ -336,3 +337,125 @@ class GitHubClient:
     def create_status(self, sha: str, state: str, context: str, description: str) -> None:
         payload = {"state": state, "context": context, "description": description[:140]}
         self._write(lambda: self._request("POST", f"{self._repo.url}/statuses/{sha}", payload))
+
+    # -- the scan's fix pull request (graphmend scan): Git Data API, pulls from a branch ----------
+    # One commit made from blobs -> tree -> commit, then the branch ref created or force-moved.
+    # Blobs, trees and commits are content-addressed (re-sending one after a lost answer makes
+    # the same object, or a harmless twin), so they are simply retried; ref and pull creation
+    # look before writing again.
+
+    def branch_sha(self, branch: str) -> Optional[str]:
+        """The commit a branch points at, or None when there is no such branch."""
+        def fetch() -> Optional[str]:
+            try:
+                return self._request("GET", f"{self._repo.url}/git/ref/heads/{branch}")["object"]["sha"]
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        return self._read(fetch)
+
+    def git_commit(self, sha: str) -> tuple[str, tuple[str, ...]]:
+        """(tree, parents) of a commit."""
+        data = self._read(lambda: self._request("GET", f"{self._repo.url}/git/commits/{sha}"))
+        return data["tree"]["sha"], tuple(p["sha"] for p in data.get("parents") or [])
+
+    def tree_modes(self, tree_sha: str) -> dict[str, str]:
+        """path -> mode of every blob in a tree (so that a rewrite keeps an executable bit)."""
+        data = self._read(lambda: self._request("GET", f"{self._repo.url}/git/trees/{tree_sha}?recursive=1"))
+        return {e["path"]: e["mode"] for e in data.get("tree") or [] if e.get("type") == "blob"}
+
+    def create_blob(self, content: bytes) -> str:
+        payload = {"content": base64.b64encode(content).decode("ascii"), "encoding": "base64"}
+        return self._write(lambda: self._request("POST", f"{self._repo.url}/git/blobs", payload)["sha"])
+
+    def create_tree(self, base_tree: str, entries: list[dict]) -> str:
+        payload = {"base_tree": base_tree, "tree": entries}
+        return self._write(lambda: self._request("POST", f"{self._repo.url}/git/trees", payload)["sha"])
+
+    def create_commit(self, message: str, tree: str, parents: list[str]) -> str:
+        payload = {"message": message, "tree": tree, "parents": parents}
+        return self._write(lambda: self._request("POST", f"{self._repo.url}/git/commits", payload)["sha"])
+
+    def create_branch(self, branch: str, sha: str) -> None:
+        payload = {"ref": f"refs/heads/{branch}", "sha": sha}
+        self._write(lambda: self._request("POST", f"{self._repo.url}/git/refs", payload),
+                    lambda: True if self.branch_sha(branch) == sha else None)
+
+    def force_update_branch(self, branch: str, sha: str) -> None:
+        payload = {"sha": sha, "force": True}
+        self._write(lambda: self._request("PATCH", f"{self._repo.url}/git/refs/heads/{branch}", payload))
+
+    def find_pulls_from_branch(self, branch: str, state: str = "open") -> list[PullInfo]:
+        """Pull requests whose head is ``branch`` of this repository (not a fork's namesake)."""
+        owner = self.repository.split("/")[0]
+
+        def fetch() -> list[PullInfo]:
+            out = []
+            for pull in self._repo.get_pulls(state=state, head=f"{owner}:{branch}"):
+                raw = pull._rawData
+                head, base = raw["head"], raw["base"]
+                if head.get("ref") != branch or ((head.get("repo") or {}).get("full_name")) != self.repository:
+                    continue
+                out.append(PullInfo(raw["number"], head["sha"], base["sha"], self.repository,
+                                    ((base.get("repo") or {}).get("full_name")) or "", raw["state"]))
+            return sorted(out, key=lambda p: p.number)
+
+        return self._read(fetch)
+
+    def create_pull(self, title: str, branch: str, base: str, body: str) -> int:
+        payload = {"title": title, "head": branch, "base": base, "body": body, "maintainer_can_modify": True}
+
+        def recheck() -> Optional[int]:
+            found = self.find_pulls_from_branch(branch)
+            return found[0].number if found else None
+
+        return self._write(lambda: self._request("POST", f"{self._repo.url}/pulls", payload)["number"], recheck)
+
+    def update_pull(self, number: int, *, title: Optional[str] = None, body: Optional[str] = None,
+                    state: Optional[str] = None) -> None:
+        payload = {k: v for k, v in (("title", title), ("body", body), ("state", state)) if v is not None}
+        self._write(lambda: self._request("PATCH", f"{self._repo.url}/pulls/{number}", payload))
+
+
+def installation_token(
+    app_id: str,
+    private_key_pem: str,
+    *,
+    installation_id: Optional[int] = None,
+    repository: Optional[str] = None,
+    base_url: Optional[str] = None,
+    policy: retry.Policy = retry.Policy(),
+    sleep: Optional[Callable[[float], None]] = None,
+) -> str:
+    """A GitHub App installation token: a JWT signed RS256 with the app's private key (PyGithub's
+    ``Auth.AppAuth``) exchanged at ``POST /app/installations/{id}/access_tokens``. Without an
+    installation id, the app's installation on ``repository`` is looked up first.
+
+    A token minted for an installation makes the bot act as the app: unlike the workflow's
+    ``GITHUB_TOKEN``, pull requests it opens trigger workflows (CI runs on the scan's fixes).
+    """
+    from github import GithubIntegration
+
+    integration = GithubIntegration(
+        auth=Auth.AppAuth(app_id, private_key_pem),
+        base_url=(base_url or api_url_from_env()).rstrip("/"),
+        retry=None,  # our policy, as for the client
+        seconds_between_requests=None,
+        seconds_between_writes=None,
+        timeout=30,
+    )
+    wait = sleep or __import__("time").sleep
+
+    def exchange() -> str:
+        number = installation_id
+        if number is None:
+            if not repository or "/" not in repository:
+                raise GitHubError("an installation id or an owner/name repository is needed")
+            owner, name = repository.split("/", 1)
+            number = integration.get_repo_installation(owner, name).id
+        return integration.get_access_token(int(number)).token
+
+    # Minting a token twice is harmless (each is valid on its own): retried like a read.
+    return retry.read(lambda: _call(exchange), policy, wait)

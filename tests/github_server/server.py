@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 from urllib.parse import parse_qs, urlsplit
 
-from tests.github_server import spec
+from tests.github_server import git_data, spec
 
 MAX_BODY = 65536
 DOCS = "https://docs.github.com/rest"
@@ -328,6 +328,7 @@ def pull_simple_json(p: Pull) -> dict[str, Any]:
     d = spec.example("pull-request-simple-items")[0]
     d.update(number=p.number, state=p.state, id=p.number + 500, url=_api(f"/repos/{p.repo}/pulls/{p.number}"))
     d["head"]["sha"], d["base"]["sha"] = p.head_sha, p.base_sha
+    d["head"]["ref"], d["base"]["ref"] = p.head_ref, p.base_ref
     d["head"]["repo"]["full_name"] = p.head_repo
     d["base"]["repo"]["full_name"] = p.repo
     d["requested_teams"] = []
@@ -415,9 +416,11 @@ ROUTES: list[Route] = [
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/statuses/(?P<sha>[0-9a-f]{40})", "repos/create-commit-status", "create_status"),
     ]
 ]
+# The scan's fix pull request (Git Data API, pulls from a branch) and GitHub App auth.
+ROUTES += [(m, re.compile("^" + p + "$"), op, fn) for m, p, op, fn in git_data.SPECS]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
     state: GitHubState
     protocol_version = "HTTP/1.1"
 
@@ -477,6 +480,8 @@ class _Handler(BaseHTTPRequestHandler):
         if problem:
             self.state.violations.append(f"request {method} {path}: {problem}")
             return 422, {"message": "Invalid request.", "documentation_url": DOCS, "errors": [problem[:500]]}, {}
+        if op in git_data.JWT_OPS:  # authenticated as the GitHub App (a JWT), not with a token
+            return self.app_dispatch(op, fn, params, query, raw)
         user = self._auth()
         if user is None:
             return 401, {"message": "Bad credentials", "documentation_url": DOCS}, {}
@@ -550,6 +555,9 @@ class _Handler(BaseHTTPRequestHandler):
     def op_list_pulls(self, repo, params, query, body, user):
         state = (query.get("state") or ["open"])[0]
         pulls = [p for (r, _), p in sorted(self.state.pulls.items()) if r == repo and (state == "all" or p.state == state)]
+        head = (query.get("head") or [""])[0]  # "owner:branch", as GitHub filters
+        if head:
+            pulls = [p for p in pulls if f"{p.head_repo.split('/')[0]}:{p.head_ref}" == head]
         status, page, extra = self._page(pulls, query, f"/repos/{repo}/pulls")
         return status, [pull_simple_json(p) for p in page], extra
 
