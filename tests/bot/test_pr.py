@@ -67,7 +67,9 @@ def make_pr(tmp_path: Path, *, accept_own_breaks: bool = False) -> tuple[Path, s
         fps = sorted(b.fingerprint for b in found.static)
         assert fps
         (root / "graphmend-baseline.json").write_text(json.dumps({"version": 1, "fingerprints": fps}))
-        (root / "graphmend.yml").write_text("paths: [src/]\ngate:\n  fail_on: never\n")  # and switch the gate off
+        # and switch the gate off, loosen the fix safety, stop the sticky comment
+        (root / "graphmend.yml").write_text("paths: [src/]\ngate:\n  fail_on: never\nfix:\n  safety: unsafe\n"
+                                            "review:\n  comment: never\n")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "head")
     return root, base, git(root, "rev-parse", "HEAD")
@@ -97,7 +99,9 @@ def test_a_pr_cannot_accept_its_own_breaks_by_editing_baseline_or_gate(tmp_path)
     result = analyse(root, base, head, cache_dir=None)
     introduced = [f for f in result.review.findings if f.status == "introduced"]
     assert introduced and not any(f.baselined for f in introduced)
-    assert result.review.settings.fail_on == "new-breaks"  # the base's setting, not the PR's "never"
+    # the base's policy, not the PR's
+    assert (result.review.settings.fail_on, result.review.settings.safety, result.review.settings.comment) == (
+        "new-breaks", "safe", "on-change")
     assert result.verdict.passed is False
 
 
