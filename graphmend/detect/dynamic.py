@@ -104,7 +104,7 @@ class _Recorder:
         def log_graph_break(tracer: Any, code_options: Any, reason: str, exc: Any) -> None:
             # Dynamo calls this again for an exception it has already logged; count once.
             if not getattr(exc, "logged", False):
-                recorder.events.append(_Event("break", _gb_type(exc), _message(exc), _stack_of(exc), exc=exc))
+                recorder.events.append(_Event("break", _gb_type(exc), _message(exc), _full_stack(_stack_of(exc)), exc=exc))
             return orig_log(tracer, code_options, reason, exc)
 
         def tracer_init(tracer: Any, *args: Any, **kwargs: Any) -> None:
@@ -149,7 +149,7 @@ class _Recorder:
                 # one event, and it is a skipped frame.
                 event.kind, event.skipped = "skip", skipped
                 return
-        stack = _stack_of(exc) or [(code.co_filename, code.co_firstlineno, code.co_name, None)]
+        stack = _full_stack(_stack_of(exc) or [(code.co_filename, code.co_firstlineno, code.co_name, None)])
         self.events.append(_Event("skip", _gb_type(exc), _message(exc), stack, exc=exc, skipped=skipped))
 
 
@@ -162,21 +162,53 @@ def _message(exc: Any) -> str:
 
 
 def _stack_of(exc: Any) -> list[tuple[str, int, str, Optional[int]]]:
+    """The frames Dynamo was tracing at the break (its ``real_stack``), innermost last."""
     stack = getattr(exc, "real_stack", None)
     if not stack:
         import torch
 
         stack = torch._guards.TracingContext.extract_stack()
-    out = []
-    for fs in stack or ():
-        if fs.filename is None:
-            continue
-        name = _RESUME_RE.sub(r"\1", fs.name or "")
+    return _collapse((fs.filename, int(fs.lineno or 0), fs.name or "", getattr(fs, "colno", None))
+                     for fs in stack or () if fs.filename is not None)
+
+
+def _collapse(frames: Iterable[tuple[str, int, str, Optional[int]]]) -> list[tuple[str, int, str, Optional[int]]]:
+    out: list[tuple[str, int, str, Optional[int]]] = []
+    for file, line, name, col in frames:
+        name = _RESUME_RE.sub(r"\1", name)
         # Dynamo's resume functions continue the same user frame: collapse them, as its log does.
-        if out and out[-1][2] == name and out[-1][0] == fs.filename:
+        if out and out[-1][2] == name and out[-1][0] == file:
             out.pop()
-        out.append((fs.filename, int(fs.lineno or 0), name, getattr(fs, "colno", None)))
+        out.append((file, line, name, col))
     return out
+
+
+_SKIP_ABOVE = ("runpy.py", "contextlib.py", "threading.py")
+
+
+def _frames_above() -> list[tuple[str, int, str, Optional[int]]]:
+    """The eager callers of the frame Dynamo is compiling (the real stack starts at that frame).
+
+    A layer compiled on its own (its caller ran eagerly after a break or a skipped frame) has
+    a real stack of one frame; the model code that called it is on the Python stack instead.
+    torch's own frames (Dynamo, ``nn.Module.__call__``) and GraphMend's worker are left out.
+    """
+    import traceback
+
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    frames = []
+    for fs in traceback.extract_stack()[:-2]:
+        file = fs.filename or ""
+        if file.startswith((torch_dir, _GRAPHMEND_DIR + os.sep, "<")) or os.path.basename(file) in _SKIP_ABOVE:
+            continue
+        frames.append((file, int(fs.lineno or 0), fs.name or "", getattr(fs, "colno", None)))
+    return frames
+
+
+def _full_stack(traced: list[tuple[str, int, str, Optional[int]]]) -> list[tuple[str, int, str, Optional[int]]]:
+    return _collapse(_frames_above() + traced)
 
 
 class _LogCapture(logging.Handler):

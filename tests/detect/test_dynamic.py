@@ -244,6 +244,9 @@ def test_skipped_frame(results):
     line = marker_line(ZOO, "try")
     b = find(zoo, line, Category.SKIPPED_FRAME)
     assert "skipped the frame guarded()" in b.reason and "print" in b.reason
+    # Dynamo compiled guarded() as a frame of its own; its caller comes from the Python stack
+    call = ZOO.splitlines().index("    x = guarded(x)") + 1
+    assert [(f.function, f.line) for f in b.stack] == [("run_all", call), ("guarded", line)]
     assert b.gb_id == "GB0059" and b.rule == "GM201"  # fixing the print keeps the frame compiled
     assert zoo.skipped_frames == 1
 
