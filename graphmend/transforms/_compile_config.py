@@ -94,6 +94,12 @@ def _is_compile_call(node: cst.CSTNode, torch_names: frozenset[str]) -> bool:
     return len(d) == 2 and d[0] in torch_names and d[1] == "compile"
 
 
+def _is_compile_name(node: cst.CSTNode, torch_names: frozenset[str]) -> bool:
+    """A bare ``@torch.compile`` decorator."""
+    d = A.dotted(node).split(".")
+    return len(d) == 2 and d[0] in torch_names and d[1] == "compile"
+
+
 def _wrapper_settings(call: cst.Call) -> set[str]:
     return {a.keyword.value for a in call.args if a.keyword is not None}
 
@@ -117,7 +123,7 @@ def compile_sites(source: SourceFile) -> list[CompileSite]:
     for node in A._iter(source.module):
         if isinstance(node, cst.FunctionDef):
             for dec in node.decorators:
-                if _is_compile_call(dec.decorator, t.torch_names) or A.dotted(dec.decorator).split(".")[-1:] == ["compile"] and A.dotted(dec.decorator).split(".")[0] in t.torch_names:
+                if _is_compile_call(dec.decorator, t.torch_names) or _is_compile_name(dec.decorator, t.torch_names):
                     wrapper = next((d.decorator for d in node.decorators if isinstance(d.decorator, cst.Call)
                                     and A.dotted(d.decorator.func) == WRAPPER), None)
                     sites.append(CompileSite(node, dec.decorator, wrapper, [node], node.name.value))
