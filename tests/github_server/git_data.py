@@ -54,6 +54,20 @@ SPECS = [
 JWT_OPS = {"apps/create-installation-access-token", "apps/get-repo-installation"}
 
 
+_REF_PATH = re.compile(r"^(/repos/[^/]+/[^/]+/git/refs?/)(.+)$")
+
+
+def validation_path(path: str) -> str:
+    """The path as the description's template can match it.
+
+    GitHub takes a ref with its slashes in the path (``/git/ref/heads/graphmend/scan-fixes``),
+    but an OpenAPI path parameter matches one segment; the ref is validated as one encoded
+    segment, which is what the template means.
+    """
+    m = _REF_PATH.match(path)
+    return m.group(1) + m.group(2).replace("/", "%2F") if m else path
+
+
 @dataclass
 class App:
     app_id: int
@@ -195,7 +209,7 @@ class GitDataOps:
             parents=[{"sha": p, "url": srv._api(f"/repos/{repo}/git/commits/{p}"),
                       "html_url": f"https://github.test/{repo}/commit/{p}"} for p in parents.split()],
         )
-        d["verification"] = {"verified": False, "reason": "unsigned", "signature": None, "payload": None}
+        d["verification"] = {"verified": False, "reason": "unsigned", "signature": None, "payload": None, "verified_at": None}
         return d
 
     def op_get_git_commit(self, repo, params, query, body, user):

@@ -452,7 +452,7 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k: v for k, v in self.headers.items()}
         _BASE.url = f"http://{self.headers.get('Host')}"
-        sreq = spec.SpecRequest(method, path, query, headers, raw)
+        sreq = spec.SpecRequest(method, git_data.validation_path(path), query, headers, raw)
         status, payload, extra = self._dispatch(method, path, query, raw, sreq)
         data = b"" if payload is None else json.dumps(payload).encode()
         out_headers = {"Content-Type": "application/json; charset=utf-8", **extra}
