@@ -204,3 +204,17 @@ def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
     stages = {s.name: s for s in result.review.stages}
     assert stages["fix"].ran is False and "--no-fix" in stages["fix"].reason
     assert all(f.fix is None and "--no-fix" in (f.decline or "") for f in introduced if f.rule)
+
+
+def test_whole_line_edits_apply_in_original_line_numbers(tmp_path):
+    from graphmend.model import Edit
+    from graphmend.pr import _stale_edit, apply_whole_line_edits
+    from graphmend.model import Fix, Safety
+
+    (tmp_path / "m.py").write_text("a\nb\nc\nd\n")
+    edits = [Edit("m.py", 2, 1, "x\ny\n"), Edit("m.py", 3, 4, "z\n", "c\nd\n")]
+    fix = Fix("GM101", "t", Safety.SAFE, tuple(edits), "m.py", 3)
+    assert _stale_edit(tmp_path, fix) == ""
+    apply_whole_line_edits(tmp_path, edits)
+    assert (tmp_path / "m.py").read_text() == "a\nx\ny\nb\nz\n"
+    assert "does not match" in _stale_edit(tmp_path, fix)
