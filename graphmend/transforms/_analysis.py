@@ -718,7 +718,7 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
         if name in ("clone", "detach", "contiguous") and not rest:
             return None
         if name == "masked_fill" and len(rest) == 2 and is_python_scalar(rest[1].value, t, scalars):
-            m, r = meta(rest[0].value, t, scalars), meta(receiver, t, scalars)
+            m, r = _mask_meta(rest[0].value, t, scalars), meta(receiver, t, scalars)
             if m is not None and r is not None and m.base == r.base and not shape_fallible(rest[0].value, t, scalars, dtypes):
                 return None
         if name in ("maximum", "minimum", "where", "add", "sub", "mul", "logical_and", "logical_or") and rest:
@@ -729,3 +729,13 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
                     return None
         return shown
     return shown
+
+
+def _mask_meta(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str]) -> Optional[Meta]:
+    """The shape of a mask such as ``h > 100`` (a tensor compared with Python numbers)."""
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        sides = [expr.left, expr.comparisons[0].comparator]
+        tensors = [s for s in sides if not is_python_scalar(s, t, scalars)]
+        if len(tensors) == 1:
+            return meta(tensors[0], t, scalars)
+    return meta(expr, t, scalars)

@@ -1,0 +1,220 @@
+"""``graphmend fix`` / ``rules`` / ``explain`` end to end: real workers, real Dynamo, real files.
+
+Also the ``examples/`` repository: after ``fix`` its data-dependent-branch breaks are gone
+and the models compute what they computed before, on both outcomes of each branch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphmend.schemas import validate
+from tests.conftest import EXAMPLES, REPO
+
+pytestmark = [pytest.mark.xdist_group("test_fix_cli"), pytest.mark.slow]
+
+
+def graphmend(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "graphmend", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+MODEL = '''\
+import torch
+from torch import nn
+
+from helpers.scale import rescale
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        # keep this comment
+        if (h > 100).any():
+            h = h.masked_fill(h > 100, 100.0)
+        return rescale(h)
+'''
+
+HELPER = '''\
+import torch
+
+
+def rescale(h):
+    if h.sum() > 1000:
+        h = h.masked_fill(h > 50, 50.0)
+    return h
+'''
+
+TARGETS = '''\
+import torch
+
+from pkg.model import Net
+
+
+def net(dtype=torch.float32, device="cpu"):
+    torch.manual_seed(0)
+    return Net().to(dtype=dtype).eval(), (torch.randn(2, 4, dtype=dtype),)
+'''
+
+
+@pytest.fixture
+def repo(make_repo):
+    return make_repo({
+        "pkg/__init__.py": "",
+        "pkg/model.py": MODEL,
+        "helpers/__init__.py": "",
+        "helpers/scale.py": HELPER,
+        "tools/__init__.py": "",
+        "tools/targets.py": TARGETS,
+        "graphmend.yml": "paths: [pkg/]\ntargets:\n  - {name: net, entry: 'tools.targets:net', device: cpu, backend: eager}\n",
+    })
+
+
+def test_fix_diff_json_reports_patch_outside_paths_and_writes_nothing(repo):
+    proc = graphmend("fix", "--diff", "--format", "json", cwd=repo)
+    data = json.loads(proc.stdout)
+    validate("fix", data)
+    assert data["mode"] == "dynamic" and data["verified"] and data["written"] is False
+    # helpers/ is outside `paths`: its break stays, so findings remain -> exit 1
+    assert proc.returncode == 1, proc.stderr
+    assert (repo / "pkg/model.py").read_text() == MODEL and (repo / "helpers/scale.py").read_text() == HELPER
+    [change] = data["changes"]
+    assert change["file"] == "pkg/model.py" and not change["written"]
+    assert "+        h = torch.where((h > 100).any(), h.masked_fill(h > 100, 100.0), h)" in change["diff"]
+    [patch] = data["patches"]
+    assert patch["file"] == "helpers/scale.py" and patch["outside_paths"] and "masked_fill" in patch["diff"]
+    [target] = data["targets"]
+    assert target["breaks_before"] == 2 and target["breaks_after"] == 1
+    assert [b["file"] for b in data["remaining"]] == ["helpers/scale.py"]
+
+
+def test_fix_writes_in_paths_keeps_comments_and_is_idempotent(repo):
+    proc = graphmend("fix", cwd=repo)
+    assert proc.returncode == 1  # the helper's break (outside paths) remains
+    assert "pkg/model.py:15: GM101 fixed" in proc.stdout
+    assert "helpers/scale.py: outside `paths`, not edited" in proc.stdout
+    new = (repo / "pkg/model.py").read_text()
+    assert new == MODEL.replace(
+        "        if (h > 100).any():\n            h = h.masked_fill(h > 100, 100.0)\n",
+        "        h = torch.where((h > 100).any(), h.masked_fill(h > 100, 100.0), h)\n",
+    )
+    assert (repo / "helpers/scale.py").read_text() == HELPER
+    again = graphmend("fix", "--format", "json", cwd=repo)
+    data = json.loads(again.stdout)
+    assert data["applied"] == [] and data["changes"] == [] and (repo / "pkg/model.py").read_text() == new
+
+
+def test_static_mode_needs_unsafe_and_says_unverified(make_repo):
+    text = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+            "        if (x > 0).any():\n            x = x.clamp(max=1.0)\n        return x\n")
+    root = make_repo({"src/m.py": text, "src/bad.py": "def broken(:\n", "src/bin.py": "x = 1\0\n",
+                      "graphmend.yml": "paths: [src/]\n"})
+    proc = graphmend("fix", cwd=root)
+    assert proc.returncode == 1
+    assert "unverified" in proc.stdout and (root / "src/m.py").read_text() == text
+    proc = graphmend("fix", "--unsafe-fixes", "--format", "json", cwd=root)
+    data = json.loads(proc.stdout)
+    validate("fix", data)
+    assert data["mode"] == "static" and data["verified"] is False
+    assert "_graphmend_select((x > 0).any(), x.clamp(max=1.0), x)" in (root / "src/m.py").read_text()
+    # unusable files are reported, one line each, and left alone; the run went on
+    assert {e["path"] for e in data["errors"]} >= {"src/bin.py"}
+    assert (root / "src/bad.py").read_text() == "def broken(:\n"
+    assert proc.returncode == 1
+
+
+def test_usage_errors_exit_2(repo):
+    proc = graphmend("fix", "--target", "nope", cwd=repo)
+    assert proc.returncode == 2 and "nope" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert graphmend("explain", "GM999", cwd=repo).returncode == 2
+
+
+def test_rules_and_explain(repo):
+    proc = graphmend("rules", "--format", "json", cwd=repo)
+    rows = json.loads(proc.stdout)["rules"]
+    gm101 = next(r for r in rows if r["code"] == "GM101")
+    assert gm101["name"] == "data-dependent-branch" and gm101["safety"] == "safe"
+    text = graphmend("explain", "gm101", cwd=repo).stdout
+    for section in ("What it does", "Why it breaks the graph", "Example", "Use instead", "Fix safety", "References"):
+        assert f"## {section}" in text
+    assert "import torch" not in graphmend("rules", cwd=repo).stderr
+
+
+def test_rules_do_not_import_torch():
+    code = "import sys; from graphmend.cli import main; main(['rules']); main(['explain', 'GM101']); print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_readme_rule_table_is_current():
+    proc = subprocess.run([sys.executable, "scripts/gen_rule_table.py", "--check"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# examples/
+
+COMPARE = r'''
+import json, sys
+from pathlib import Path
+import torch
+root = Path(sys.argv[1])
+sys.path.insert(0, str(root))
+from tools import graphmend_targets as t
+import tinymodels
+assert Path(tinymodels.__file__).resolve().is_relative_to(root.resolve())
+out = {}
+# encoder in fp16: an ordinary input, and weights that overflow (the clamp's taken path)
+for overflow in (False, True):
+    model, args = t.tiny_encoder(dtype=torch.float16)
+    if overflow:
+        with torch.no_grad():
+            model.layers[0].fc2.weight.mul_(5000.0)
+    with torch.no_grad():
+        out[f"encoder/{overflow}"] = model(*args).float().tolist()
+# decoder: 12 positions take the long-context table, 4 positions the short one
+for n in (12, 4):
+    model, args, kwargs = t.tiny_decoder()
+    ids, pos = args[0][:, :n], args[1][:, :n]
+    with torch.no_grad():
+        out[f"decoder/{n}"] = model(ids, pos, **kwargs).float().tolist()
+print(json.dumps(out))
+'''
+
+
+def test_examples_data_dependent_breaks_gone_and_outputs_equal(tmp_path):
+    root = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = graphmend("fix", "--target", "tiny-encoder", "--target", "tiny-decoder", "--format", "json", cwd=root)
+    data = json.loads(proc.stdout)
+    validate("fix", data)
+    before = [b for b in data["found"] if b["rule"] == "GM101"]
+    after = [b for b in data["remaining"] if b["rule"] == "GM101"]
+    assert len(before) == 3 and after == [], after  # the clamp (+ its skipped frame) and the rotary switch
+    assert {f["rule"] for f in data["applied"]} >= {"GM101"}
+    outputs = {}
+    for which, where in (("fixed", root), ("original", EXAMPLES)):
+        done = subprocess.run([sys.executable, "-c", COMPARE, str(where)], capture_output=True, text=True,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs[which] = json.loads(done.stdout.strip().splitlines()[-1])
+    import torch
+
+    for key, want in outputs["original"].items():
+        torch.testing.assert_close(torch.tensor(outputs["fixed"][key]), torch.tensor(want), rtol=0, atol=0,
+                                   equal_nan=True, msg=key)
+    encoder = (root / "src/tinymodels/encoder.py").read_text()
+    assert "torch.isinf(h).any() | torch.isnan(h).any()" in encoder
+
