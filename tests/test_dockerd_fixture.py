@@ -40,3 +40,32 @@ def test_missing_dockerd_is_a_clear_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(dockerd_mod, "DOCKERD", str(tmp_path / "no-dockerd"))
     with pytest.raises(dockerd_mod.DockerUnavailable, match="dockerd not found .*docker.io"):
         dockerd_mod.start_daemon(tmp_path)
+
+
+@pytest.mark.docker
+def test_a_daemon_left_by_a_killed_session_is_reaped(tmp_path):
+    # A "session" that starts a daemon and dies without teardown (as under SIGKILL).
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys, json; from pathlib import Path; from tests.support import dockerd as d; "
+              "daemon = d.start_daemon(Path(sys.argv[1])); "
+              "print(json.dumps({'pid': daemon.pid})); sys.stdout.flush(); import os; os._exit(0)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}
+    root = tmp_path / "session"
+    root.mkdir()
+    proc = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True,
+                          cwd=dockerd_mod.Path(__file__).resolve().parents[1], env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    pid = json.loads(proc.stdout)["pid"]
+    try:
+        assert dockerd_mod._alive(pid)  # the orphan holds its slot
+        slots = [p.parent for p in dockerd_mod._cache_dir().glob("docker-*/owner.json")
+                 if json.loads(p.read_text())["dockerd"] == pid]
+        assert len(slots) == 1
+        dockerd_mod._reap_orphan(slots[0])
+        assert not dockerd_mod._alive(pid)
+    finally:
+        dockerd_mod.stop_daemon(root)  # by PID, whatever the assertions said

@@ -12,7 +12,7 @@ Fixtures (registered for the whole suite by ``tests/conftest.py``):
 
 Why a private daemon: the tests must not depend on (or disturb) a daemon the machine may run, and no
 registry is reachable, so the base image is built from files already on this machine. The daemon
-gets its own socket, pidfile and exec-root under pytest's base temp dir, no bridge and no iptables
+gets its own socket, pidfile and exec-root (under pytest's base temp dir and /tmp/gmd-*), no bridge and no iptables
 rules (containers run with ``network_mode="none"`` anyway), and is stopped by its PID. Its
 data-root is a cached slot (``~/.cache/graphmend-tests/docker-N``, locked while a daemon uses it) so
 the base image is imported once per machine, not per session.
@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import inspect
 import io
+import json
 import os
 import shutil
 import signal
@@ -79,7 +81,7 @@ class Daemon:
     host: str          # DOCKER_HOST value, unix://...
     socket: Path
     pid: int
-    root: Path         # socket, pidfile, exec-root and log live under here
+    root: Path         # pidfile and log (socket and exec-root: a short /tmp/gmd-* dir, see _run_dir)
     log: Path
 
 
@@ -135,25 +137,49 @@ def _tail(path: Path, n: int = 8) -> str:
         return "(no log)"
 
 
+def _session_pid() -> int:
+    """The pytest process that owns this session: the xdist controller, or pytest itself."""
+    return os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+
+
+def _reap_orphan(slot: Path) -> None:
+    """Stop the daemon holding ``slot`` if the test session that started it is gone.
+
+    A session killed outright (SIGKILL, a CI timeout) never runs its teardown, and its daemon,
+    started in its own process session, lives on holding the slot. The owner file records both
+    PIDs, so only a daemon these fixtures started, for a session that no longer exists, is stopped.
+    """
+    try:
+        owner = json.loads((slot / "owner.json").read_text())
+        session, daemon = int(owner["session"]), int(owner["dockerd"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not _alive(session) and _alive(daemon) and Path(f"/proc/{daemon}/exe").resolve().name == "dockerd":
+        _stop_pid(daemon)
+
+
 def _claim_slot() -> tuple[int, Path]:
     """Lock a persistent data-root (``~/.cache/graphmend-tests/docker-N``) no other daemon uses.
 
     The data-root outlives the session so the ~1 GB base image is imported once, not per run
     (unpacking it takes ~20 s and deleting it ~35 s on a small CI disk). The lock is an flock that
-    the dockerd process inherits: it is held exactly as long as that daemon lives, so a crashed
-    session frees its slot and two concurrent sessions never share a data-root. Returns the locked
-    fd and the slot's directory.
+    the dockerd process inherits: it is held exactly as long as that daemon lives, so two
+    concurrent sessions never share a data-root, and a slot whose session died is reclaimed
+    (``_reap_orphan``). Returns the locked fd and the slot's directory.
     """
-    for n in range(DATA_SLOTS):
-        slot = _cache_dir() / f"docker-{n}"
-        slot.mkdir(exist_ok=True)
-        fd = os.open(slot / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return fd, slot / "data"
+    for attempt in range(2):
+        for n in range(DATA_SLOTS):
+            slot = _cache_dir() / f"docker-{n}"
+            slot.mkdir(exist_ok=True)
+            fd = os.open(slot / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if attempt == 0:
+                    _reap_orphan(slot)
+                continue
+            return fd, slot
     raise DockerUnavailable(f"all {DATA_SLOTS} docker data-root slots in {_cache_dir()} are in use "
                             "by running test daemons")
 
@@ -161,7 +187,8 @@ def _claim_slot() -> tuple[int, Path]:
 def start_daemon(root: Path) -> Daemon:
     """Start dockerd for this session (its socket, pidfile, exec-root and log under ``root``), or
     reuse the one another xdist worker of the same session started, and wait for its API."""
-    sock, pidfile, log = root / "docker.sock", root / "docker.pid", root / "dockerd.log"
+    run = _run_dir(root)
+    sock, pidfile, log = run / "docker.sock", root / "docker.pid", root / "dockerd.log"
     if pidfile.exists():
         try:
             pid = int(pidfile.read_text().strip())
@@ -175,9 +202,10 @@ def start_daemon(root: Path) -> Daemon:
             "to run the docker tests")
     if os.geteuid() != 0:
         raise DockerUnavailable("the docker tests start their own dockerd and need root (uid 0)")
-    lock_fd, data_root = _claim_slot()
+    lock_fd, slot = _claim_slot()
+    data_root = slot / "data"
     cmd = [DOCKERD,
-           "--data-root", str(data_root), "--exec-root", str(root / "exec"),
+           "--data-root", str(data_root), "--exec-root", str(run / "exec"),
            "--pidfile", str(pidfile), "-H", f"unix://{sock}",
            # No bridge, no iptables: the daemon must not touch the host's network, and the sandbox
            # runs containers with network_mode="none".
@@ -190,9 +218,11 @@ def start_daemon(root: Path) -> Daemon:
                                     start_new_session=True)  # a Ctrl-C aimed at pytest is not for it
     finally:
         os.close(lock_fd)
+    (slot / "owner.json").write_text(json.dumps({"session": _session_pid(), "dockerd": proc.pid}))
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            shutil.rmtree(run, ignore_errors=True)
             raise DockerUnavailable(f"dockerd exited with code {proc.returncode} at start; log tail:\n"
                                     + _tail(log))
         if sock.exists() and _ping(sock):
@@ -200,6 +230,7 @@ def start_daemon(root: Path) -> Daemon:
             return Daemon(f"unix://{sock}", sock, proc.pid, root, log)
         time.sleep(0.2)
     _stop_pid(proc.pid)
+    shutil.rmtree(run, ignore_errors=True)
     raise DockerUnavailable(f"dockerd did not answer within {START_TIMEOUT_S}s; log tail:\n" + _tail(log))
 
 
@@ -238,6 +269,15 @@ def _stop_pid(pid: int) -> None:
         pass
 
 
+def _run_dir(root: Path) -> Path:
+    """A short directory for the socket and exec-root: unix socket paths are limited to 108 bytes,
+    and containerd puts ``exec/containerd/containerd.sock.ttrpc`` under it, which a deep pytest
+    temp dir would overflow. Derived from ``root`` so every xdist worker finds the same one."""
+    run = Path("/tmp") / f"gmd-{hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:10]}"
+    run.mkdir(mode=0o700, exist_ok=True)
+    return run
+
+
 def stop_daemon(root: Path) -> None:
     """Stop the daemon recorded in ``root/docker.pid`` by its PID (its data-root stays cached)."""
     pidfile = root / "docker.pid"
@@ -248,6 +288,7 @@ def stop_daemon(root: Path) -> None:
             pid = -1
         if pid > 0:
             _stop_pid(pid)
+    shutil.rmtree(_run_dir(root), ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,7 +435,12 @@ def _rootfs_key() -> str:
     h.update(sys.version.encode())
     h.update(sys.base_prefix.encode())
     h.update("\n".join(dists).encode())
-    h.update(Path(__file__).read_bytes())  # a change to what goes in rebuilds it
+    # A change to what goes into the image rebuilds it (and nothing else in this file does).
+    for part in (TOOLS, TOOL_FILES, SITE_EXCLUDE_TOP, SITE_EXCLUDE_PREFIX, SITE_EXCLUDE_SUB, SITE_KEEP_IN_TORCH_BIN,
+                 STDLIB_EXCLUDE_TOP):
+        h.update(repr(sorted(part)).encode())
+    for fn in (build_rootfs, _RootfsWriter, _site_skip, _stdlib_skip, _ldd):
+        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]
 
 
