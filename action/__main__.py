@@ -7,8 +7,9 @@ then turns the result into step outputs (``$GITHUB_OUTPUT``), a step summary kep
 and annotations. The exit code is the verb's: for ``pr`` and ``post`` that is the merge gate.
 
 Inputs that override graphmend.yml are applied by writing a merged copy of the file into
-``$RUNNER_TEMP`` and passing it with ``--config``: every verb already understands that flag,
-so the override works the same way for all of them.
+``$RUNNER_TEMP`` and passing it with ``--config`` (every verb understands that flag); ``post``
+reads its settings from review.json instead, so it gets ``--fail-on`` and a copy of review.json
+with ``comment``/``suggestions`` applied. ``pr`` reads the gate's settings from the base branch.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ TITLE = "GraphMend"
 
 
 def merged_config(s: settings_mod.Settings) -> Optional[Path]:
-    """graphmend.yml with the inputs' overrides applied, written to the runner's temp dir.
-
-    ``None`` when no input overrides anything (the verb then reads the file as it is).
+    """The ``--config`` to pass: graphmend.yml with the inputs' overrides applied, written to the
+    runner's temp dir; or, when no input overrides the file, the ``config`` input as given
+    (relative to the repository) or ``None`` (the verb finds the file itself).
     """
     overrides = s.overrides()
     if s.mode == "post":

@@ -14,7 +14,6 @@ so the harness cannot silently run an action differently from the runner.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
