@@ -170,12 +170,14 @@ def fix_and_verify(root: Path) -> Row:
             raise RuntimeError(f"{rel}: {result.error or result.failed}")
         path.write_text(result.text)
         applied.extend(result.applied)
-    report = verify(config)
+    # verify compares the trees; the breaks "before" are the detection above, "after" one more
+    # detection of the fixed tree (verify's own counting would run both again).
+    report = verify(config, count_breaks=False)
     [target] = report.targets
-    deferrable_after = 0
-    if target.breaks_after:  # which breaks remain: detect again only when some do
-        [after] = detect_targets(config)
-        deferrable_after = sum(1 for b in after.breaks if (b.rule or "").startswith(DEFERRABLE))
+    [after] = detect_targets(config)
+    if after.error:
+        raise RuntimeError(f"{root.name}: the fixed target could not run: {after.error}")
+    deferrable_after = sum(1 for b in after.breaks if (b.rule or "").startswith(DEFERRABLE))
     detail = "; ".join(f"{m.kind}/{m.check}: {m.detail}" for m in target.mismatches[:3]) or (target.error or "")
     counts: dict[str, int] = {}
     for fix in applied:
@@ -185,11 +187,11 @@ def fix_and_verify(root: Path) -> Row:
         dtype=config.targets[0].dtype,
         breaks_before=before.break_count,
         deferrable_before=sum(1 for b in before.breaks if (b.rule or "").startswith(DEFERRABLE)),
-        graphs_before=target.graphs_before,
+        graphs_before=before.graph_count,
         fixes=" ".join(f"{k}x{v}" for k, v in sorted(counts.items())) or "-",
-        breaks_after=target.breaks_after,
+        breaks_after=after.break_count,
         deferrable_after=deferrable_after,
-        graphs_after=target.graphs_after,
+        graphs_after=after.graph_count,
         equivalent=target.ok,
         detail=detail,
         seconds=time.time() - start,
