@@ -30,6 +30,8 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
   A linked chain of small objects is guarded by type only (one graph across calls).
 * The replay itself must be ``torch.compiler.disable``d: the frames a ``recursive=False`` /
   skipped frame calls are compiled, and Dynamo would break on every ``print`` of the replay.
+* The boundary wraps ``forward`` in a ``*args, **kwargs`` function; ``functools.wraps`` keeps
+  the signature for ``inspect`` (transformers reads it) and ``torch.jit.script`` unwraps it.
 * ``torch._assert_async(cond, msg)`` stays in the graph with the eager, aot_eager and inductor
   backends on CPU and raises ``RuntimeError(msg)`` exactly. On CUDA it is a device-side assert
   (message lost, context unusable), so the runtime keeps the original branch there.
@@ -293,12 +295,10 @@ def runtime_edits(source: SourceFile) -> tuple[Edit, ...]:
     """
     if has_runtime(source):
         return ()
+    # (A file without a final newline is fine: the engine completes the last line before
+    # applying whole-line edits and takes the newline away again afterwards.)
     n = len(source.lines)
-    text = RUNTIME
-    if source.lines and not source.lines[-1].endswith(("\n", "\r")):
-        # The engine restores a missing final newline before applying whole-line edits.
-        pass
-    return (Edit(file=source.path, start_line=n + 1, end_line=n, new_text=text.lstrip("\n") if n == 0 else text, old_text=""),)
+    return (Edit(file=source.path, start_line=n + 1, end_line=n, new_text=RUNTIME.lstrip("\n") if n == 0 else RUNTIME, old_text=""),)
 
 
 def module_classes_with_forward(source: SourceFile) -> list[str]:
