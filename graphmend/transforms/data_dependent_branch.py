@@ -377,6 +377,10 @@ class DataDependentBranch(Transform):
             if not order:
                 raise _Declined("the branches assign nothing outside the `if`: nothing to select")
             multiple = len(order) > 1
+            declared = _declared_global(func)
+            shared = sorted(set(order) & declared)
+            if shared:
+                raise _Declined(f"`{shared[0]}` is declared global/nonlocal: selecting would rebind it on both paths")
             for name in order:
                 if not _bound_before(name, node, func, source):
                     if any(all(n != name for n, _, _ in arm.targets) for arm in arms) or final is None:
@@ -819,6 +823,8 @@ def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: S
     child: cst.CSTNode = node
     parent = source.parent(child)
     while parent is not None and parent is not func:
+        if isinstance(parent, cst.For) and child is parent.body and name in _target_names(parent.target):
+            return True  # inside the loop body, the loop variable is bound
         body = getattr(parent, "body", None)
         if isinstance(body, (list, tuple)):
             for stmt in body:
@@ -834,6 +840,14 @@ def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: S
             if _binds(stmt, name):
                 return True
     return False
+
+
+def _declared_global(func: cst.FunctionDef) -> set[str]:
+    out: set[str] = set()
+    for n in A._iter(func.body):
+        if isinstance(n, (cst.Global, cst.Nonlocal)):
+            out |= {item.name.value for item in n.names}
+    return out
 
 
 def _binds(stmt: cst.CSTNode, name: str) -> bool:

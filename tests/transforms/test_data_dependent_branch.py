@@ -240,6 +240,13 @@ MUST_DECLINE = {
                     scale = t.mean()
             return acc
         """, "follows a selected assignment"),
+    "global target": ("""
+        def f(x):
+            global state
+            if x.sum() > 0:
+                state = x * 2
+            return x
+        """, "declared global/nonlocal"),
 }
 
 
@@ -439,3 +446,19 @@ def test_checked_select_falls_back_to_the_if_when_shapes_differ():
     torch._dynamo.reset()
     compiled = torch.compile(lambda x: after(M, x), backend="eager", fullgraph=True)  # alike: one graph
     assert torch.equal(compiled(-torch.ones(2)), torch.zeros(3))
+
+
+def test_loop_variable_is_bound_for_the_else_less_update():
+    text = _src("""
+        def f(xs):
+            out = []
+            for x in xs:
+                if (x > 0).all():
+                    x = x.masked_fill(x > 1, 1.0)
+                out.append(x)
+            return out
+        """)
+    new = _fixed(text)
+    assert "x = torch.where((x > 0).all(), x.masked_fill(x > 1, 1.0), x)" in new
+    xs = [torch.tensor([0.5, 2.0]), torch.tensor([-1.0, 3.0])]
+    assert [t.tolist() for t in _load(new)(xs)] == [t.tolist() for t in _load(text)(xs)]
