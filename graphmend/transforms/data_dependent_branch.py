@@ -208,6 +208,8 @@ class DataDependentBranch(Transform):
             parent = source.parent(node)
             if isinstance(parent, cst.If) and parent.orelse is node:
                 continue  # an elif: handled with the chain it belongs to
+            if source.enclosing(node, (cst.FunctionDef,)) is None:
+                continue  # module or class level: never inside a compiled region
             yield node
 
     def site_lines(self, node: cst.CSTNode, source: SourceFile) -> range:
@@ -346,7 +348,7 @@ class DataDependentBranch(Transform):
                 value = s.value  # type: ignore[attr-defined]
                 eff = A.effects(value, t)
                 if not eff.ok:
-                    raise _Declined(f"the setup statement `{A.code(s)}` {_lower(eff.problems[0])} and cannot be hoisted")
+                    raise _Declined(f"the setup statement `{A.code(s)}`: {eff.problems[0]}; it cannot be hoisted")
                 if eff.nan_prone:
                     safety = Safety.UNSAFE
                     notes.append(f"`{eff.nan_prone[0]}` in a setup statement may produce inf/NaN on the other path")
@@ -395,7 +397,7 @@ class DataDependentBranch(Transform):
                     f"`{sorted(mutated)[0]}` is updated in place elsewhere in the function; torch.where returns a new "
                     "tensor, so the update would no longer reach the same object"
                 )
-        cond_refs = [c for c in cond_texts]
+        cond_refs = list(cond_texts)
         if multiple or (shape == "assign" and len(chain) > 1 and len(_target_order(arms)) > 1):
             temp_names = _fresh_names(func, len(cond_texts))
             for name, text in zip(temp_names, cond_texts):
@@ -586,10 +588,6 @@ def _paren(text: str) -> str:
     return f"({text})" if any(op in text for op in (" ", "|", "&")) else text
 
 
-def _lower(text: str) -> str:
-    return text
-
-
 def _arm_statements(suite: cst.BaseSuite) -> list[cst.BaseSmallStatement]:
     if isinstance(suite, cst.SimpleStatementSuite):
         return [s for s in suite.body if not isinstance(s, cst.Pass)]
@@ -598,7 +596,7 @@ def _arm_statements(suite: cst.BaseSuite) -> list[cst.BaseSmallStatement]:
         if isinstance(stmt, cst.SimpleStatementLine):
             out.extend(s for s in stmt.body if not isinstance(s, cst.Pass))
         else:
-            kind = type(stmt).__name__.lower().replace("def", " definition").replace("functiondef", "def")
+            kind = {"FunctionDef": "def", "ClassDef": "class"}.get(type(stmt).__name__, type(stmt).__name__.lower())
             raise _Declined(f"a branch contains a compound statement (`{kind}`); only simple statements can be selected")
     return out
 
@@ -911,8 +909,6 @@ def _fit(prefix: str, expr: str, indent: _Indent) -> str:
     except cst.ParserSyntaxError:
         return line
     if not isinstance(call, cst.Call):
-        if isinstance(call, cst.Tuple):
-            return line
         return line
     inner = indent.text + "    "
     args = ",\n".join(inner + A.code(a.value) if a.keyword is None else inner + A.code(a) for a in call.args)
