@@ -1,8 +1,9 @@
 """GitHub's published OpenAPI description (a subset), widened where the server must answer
 what GitHub answers but the description does not list, and request/response validation.
 
-The description is ``/work/shared/github-openapi/api.github.com.subset.json`` (or the copy
-named by ``GRAPHMEND_GITHUB_OPENAPI``; tests/github_server/README.md says where it comes from).
+The description is ``api.github.com.subset.json`` next to this file, a copy of the project's
+shared subset (or the file named by ``GRAPHMEND_GITHUB_OPENAPI``; tests/github_server/README.md
+says where it comes from).
 It is widened *in memory*, on a copy, in two ways only:
 
 - operations that GitHub answers with 403 (a read-only token, a secondary rate limit),
@@ -23,9 +24,7 @@ from openapi_core import OpenAPI
 from openapi_core.datatypes import RequestParameters
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
-SPEC_PATH = Path(os.environ.get("GRAPHMEND_GITHUB_OPENAPI", "/work/shared/github-openapi/api.github.com.subset.json"))
-if not SPEC_PATH.is_file():  # a copy kept next to the tests, when the shared one is absent
-    SPEC_PATH = Path(__file__).with_name("api.github.com.subset.json")
+SPEC_PATH = Path(os.environ.get("GRAPHMEND_GITHUB_OPENAPI") or Path(__file__).with_name("api.github.com.subset.json"))
 FAKE_HOST = "http://github.test"
 
 _ADDED = {
