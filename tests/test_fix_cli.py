@@ -120,6 +120,18 @@ def test_fix_writes_in_paths_keeps_comments_and_is_idempotent(repo):
     assert again.text == new and not again.applied
 
 
+def test_diff_output_is_a_patch_git_applies(make_repo):
+    text = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
+            "        if (x > 0).any():\n            x = x.masked_fill(x > 1, 1.0)\n        return x\n")
+    root = make_repo({"src/m.py": text, "graphmend.yml": "paths: [src/]\n"})
+    proc = graphmend("fix", "--diff", "--unsafe-fixes", cwd=root)
+    assert proc.stdout.startswith("--- a/src/m.py\n+++ b/src/m.py\n") and "fix(es) applied" in proc.stderr
+    assert (root / "src/m.py").read_text() == text  # --diff writes nothing
+    subprocess.run(["git", "apply", "-"], input=proc.stdout, text=True, cwd=root, check=True)
+    assert "x = torch.where((x > 0).any(), x.masked_fill(x > 1, 1.0), x)" in (root / "src/m.py").read_text()
+    assert proc.returncode == 0
+
+
 def test_static_mode_needs_unsafe_and_says_unverified(make_repo):
     text = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
             "        if (x > 0).any():\n            x = x.clamp(max=1.0)\n        return x\n")

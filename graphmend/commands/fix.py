@@ -61,8 +61,12 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = to_dict(report)
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    elif args.diff:
+        # stdout is the patch alone (`graphmend fix --diff | git apply`); the summary goes to stderr
+        sys.stdout.write("".join(change.diff for change in report.changes))
+        sys.stderr.write(render_text(report, diff=True))
     else:
-        sys.stdout.write(render_text(report, diff=args.diff))
+        sys.stdout.write(render_text(report, diff=False))
     return report.exit_code
 
 
@@ -74,9 +78,6 @@ def _without_targets(config):
 
 def render_text(report, *, diff: bool) -> str:
     out: list[str] = []
-    if diff:
-        for change in report.changes:
-            out.append(change.diff)
     if report.mode == "static":
         out.append("static candidates (unverified: nothing was run; use --target to verify)\n")
     for t in report.targets:
