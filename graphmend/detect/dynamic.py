@@ -36,7 +36,6 @@ import logging
 import os
 import platform
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -587,7 +586,3 @@ def _with_fingerprints(breaks: list[GraphBreak]) -> list[GraphBreak]:
 
 
 __all__ = ["detect_task", "detect_targets", "result_from_data"]
-
-if __name__ == "__main__":  # pragma: no cover
-    print("run through the worker: python -m graphmend.worker SCRATCH", file=sys.stderr)
-    sys.exit(2)
