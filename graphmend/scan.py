@@ -16,6 +16,7 @@ Nothing here talks to GitHub; everything returned is a plain value that goes to 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -69,6 +70,9 @@ class ScanResult:
     files: tuple[ScanFile, ...] = ()
     withheld: tuple[Withheld, ...] = ()
     fix_note: str = ""  # why no fixes were proposed, when none were
+    # True when the targets were asked for fixes: only then does "no fixes" mean "nothing left
+    # to fix" (with --no-fix, or without targets, an open fix pull request is left alone).
+    fixes_sought: bool = False
 
     @property
     def failed(self) -> bool:
@@ -94,8 +98,8 @@ def scan(config: Config, *, propose_fixes: bool = True, bench: bool = False, pro
     if not config.targets:
         return ScanResult(report, fix_note="no targets configured: static candidates are never verified, so none is proposed")
     if not any(b.fixable for t in report.targets for b in t.breaks):
-        return ScanResult(report, fix_note="no break found on a target has a rule that fixes it")
-    return _fixes(config, report, bench, say, runner)
+        return ScanResult(report, fix_note="no break found on a target has a rule that fixes it", fixes_sought=True)
+    return dataclasses.replace(_fixes(config, report, bench, say, runner), fixes_sought=True)
 
 
 def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str], None], runner: Any) -> ScanResult:

@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     root = config.root
     repo = base_branch = base_sha = ""
+    credentials: Any = None
     if args.pull_request:  # settle the inputs before the long analysis
         repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
         if "/" not in repo:
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         base_branch = args.base_branch or os.environ.get("GITHUB_REF_NAME") or _git(root, "rev-parse", "--abbrev-ref", "HEAD") or ""
         if not base_branch or base_branch == "HEAD":
             raise UsageError("cannot tell the scanned branch (detached HEAD): pass --base-branch")
+        credentials = _credentials(args)  # a missing token or a bad key is reported before the analysis
 
     result = scan(config, propose_fixes=not args.no_fix, bench=args.bench,
                   progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     pr_error = ""
     if args.pull_request:
         try:
-            outcome = _publish(args, result, repo, base_branch, base_sha, root)
+            outcome = _publish(args, result, repo, base_branch, base_sha, root, credentials)
         except UsageError:
             raise
         except Exception as exc:  # noqa: BLE001 - GitHub failures: one line, the job fails, the SARIF is kept
@@ -112,15 +114,15 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _token(args: argparse.Namespace, repo: str) -> str:
+def _credentials(args: argparse.Namespace) -> Any:
+    """The GitHub App's credentials (checked now, exchanged after the analysis), or the token."""
     app_id = args.app_id or os.environ.get("GRAPHMEND_APP_ID")
     if app_id:
-        from bot.app_auth import AppAuthError, installation_token, load_credentials
+        from bot.app_auth import AppAuthError, load_credentials
 
         try:
-            creds = load_credentials(app_id, key_file=args.app_key_file,
-                                     installation_id=args.installation_id or os.environ.get("GRAPHMEND_APP_INSTALLATION_ID"))
-            return installation_token(creds, repo, args.api_url)
+            return load_credentials(app_id, key_file=args.app_key_file,
+                                    installation_id=args.installation_id or os.environ.get("GRAPHMEND_APP_INSTALLATION_ID"))
         except AppAuthError as exc:
             raise UsageError(str(exc)) from None
     token = os.environ.get(args.token_env, "")
@@ -129,7 +131,21 @@ def _token(args: argparse.Namespace, repo: str) -> str:
     return token
 
 
-def _publish(args: argparse.Namespace, result: Any, repo: str, base_branch: str, base_sha: str, root: Path) -> Any:
+def _token(args: argparse.Namespace, credentials: Any, repo: str) -> str:
+    """A token for the API: the one given, or an installation token minted now (they last an hour,
+    and the analysis before this may have taken long)."""
+    if isinstance(credentials, str):
+        return credentials
+    from bot.app_auth import AppAuthError, installation_token
+
+    try:
+        return installation_token(credentials, repo, args.api_url)
+    except AppAuthError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _publish(args: argparse.Namespace, result: Any, repo: str, base_branch: str, base_sha: str, root: Path,
+             credentials: Any) -> Any:
     from bot import scan_pr
     from bot.post import connect
 
@@ -145,9 +161,11 @@ def _publish(args: argparse.Namespace, result: Any, repo: str, base_branch: str,
         withheld=tuple(scan_pr.Withheld(w.rule, w.file, w.line, w.reason) for w in result.withheld),
         breaks_found=len(result.report.all_breaks),
     )
-    if result.failed and not plan.files:
-        # A target that could not run found nothing; that is not "nothing left to fix".
-        print("graphmend scan: a target could not run: the fix pull request is left as it is", file=sys.stderr)
+    if not plan.files and (result.failed or not result.fixes_sought):
+        # A target that could not run found nothing, and a scan that sought no fixes (--no-fix,
+        # no targets) cannot tell: neither is "nothing left to fix".
+        why = "a target could not run" if result.failed else result.fix_note
+        print(f"graphmend scan: {why}: the fix pull request is left as it is", file=sys.stderr)
         return scan_pr.Outcome("none", None, None)
-    client = connect(_token(args, repo), repo, args.api_url)
+    client = connect(_token(args, credentials, repo), repo, args.api_url)
     return scan_pr.publish(client, plan, args.branch or scan_pr.BRANCH)
