@@ -292,6 +292,23 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     elapsed = time.monotonic() - started
 
     gb_ids, doc_link = _registry()
+    # Paths leave the worker repo-relative when inside the repository: the worker's root (its
+    # working directory) need not be the parent's path to the same tree (a container mounts it
+    # elsewhere). Paths outside stay absolute, as the worker saw them.
+    here = Path.cwd().resolve()
+
+    def rel(path: str) -> str:
+        if path.startswith("<"):  # "<string>", "<frozen ...>": no file
+            return path
+        try:
+            return Path(path).resolve().relative_to(here).as_posix()
+        except (ValueError, OSError):
+            return path
+
+    for event in recorder.events:
+        event.stack = [(rel(f), ln, fn, col) for f, ln, fn, col in event.stack]
+        if event.skipped:
+            event.skipped = (event.skipped[0], rel(event.skipped[1]), event.skipped[2])
     sites: dict[tuple, dict[str, Any]] = {}
     for event in recorder.events:
         key = (event.kind, event.gb_type, tuple((f, ln, fn) for f, ln, fn, _ in event.stack[-1:]),
@@ -326,7 +343,7 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "graph_count": recorder.graphs,
         "graph_ops": recorder.graph_ops,
         "sites": list(sites.values()),
-        "traced_files": sorted(recorder.traced_files),
+        "traced_files": sorted({rel(f) for f in recorder.traced_files}),
         "torch_dir": os.path.dirname(torch.__file__),
         "environment": env,
         "dynamo_log": log.messages if log is not None else [],
@@ -431,7 +448,13 @@ def _replace(gb: GraphBreak, **changes: Any) -> GraphBreak:
 
 
 def _relative(path: str, root: Path) -> Optional[str]:
-    """The repo-relative form of ``path``, or None when it is outside ``root``."""
+    """The repo-relative form of ``path``, or None when it is outside ``root``.
+
+    A relative path is one the worker already made repo-relative."""
+    if path.startswith("<"):
+        return None
+    if not os.path.isabs(path):
+        return Path(path).as_posix()
     try:
         resolved = Path(path).resolve()
         return resolved.relative_to(root).as_posix()
@@ -443,8 +466,10 @@ def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str, 
     frames = []
     for file, line, function, col in site["stack"]:
         rel = _relative(file, root)
+        # the path this process reads the file at (for the source line and the statement shape)
+        readable = str(root / rel) if rel is not None else file
         frames.append((Frame(file=rel if rel is not None else file, line=int(line), function=function,
-                             inside_repo=rel is not None), col, file))
+                             inside_repo=rel is not None), col, readable))
     skipped = site["kind"] == "skip"
     # The site is the innermost frame of code someone could edit: Dynamo also traces torch's
     # own Python code (nn.Module plumbing, polyfills), which is never the place to fix. A site
@@ -466,9 +491,10 @@ def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str, 
     if frames:
         frame, col, abs_file = frames[pick]
     else:  # Dynamo gave no stack at all (rare): report the skipped frame's own location.
-        function, abs_file, first = site.get("skipped_frame") or ("<unknown>", "<unknown>", 0)
-        rel = _relative(abs_file, root)
-        frame, col = Frame(file=rel or abs_file, line=int(first), function=function, inside_repo=rel is not None), None
+        function, file, first = site.get("skipped_frame") or ("<unknown>", "<unknown>", 0)
+        rel = _relative(file, root)
+        abs_file = str(root / rel) if rel is not None else file
+        frame, col = Frame(file=rel or file, line=int(first), function=function, inside_repo=rel is not None), None
     source_line = linecache.getline(abs_file, frame.line).rstrip("\n") if frame.line else ""
     return GraphBreak(
         file=frame.file,

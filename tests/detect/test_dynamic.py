@@ -192,7 +192,8 @@ def results(zoo_repo):
     outside, recompiles = detect_targets(config, ["outside", "recompiles"],
                                          progress=lambda name, done, total: seen.append((name, done, total)))
     assert seen == [("outside", 0, 2), ("recompiles", 1, 2), ("", 2, 2)]
-    return {"zoo": zoo, "outside": outside, "recompiles": recompiles, "zoo_log": outcome.data["dynamo_log"]}
+    return {"zoo": zoo, "outside": outside, "recompiles": recompiles, "zoo_log": outcome.data["dynamo_log"],
+            "zoo_data": outcome.data}
 
 
 def enclosing_def(text: str, line: int) -> str:
@@ -316,3 +317,16 @@ def test_recompile_limit_is_a_skipped_frame(results):
     assert "recompile" in limit.reason and "step()" in limit.reason and limit.lever is Lever.NONE
     # compiled once per new constant until the limit (8), then never again
     assert r.breaks[1].hits == 8 and r.skipped_frames == 2
+
+
+def test_worker_paths_do_not_depend_on_where_the_worker_saw_the_tree(results, zoo_repo, tmp_path):
+    """A container mounts the tree elsewhere: the worker sends repo-relative paths, and the
+    parent maps them onto its own copy of the tree."""
+    import shutil
+
+    data = results["zoo_data"]
+    assert all(not Path(f).is_absolute() for f in data["traced_files"])
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(zoo_repo, copy)
+    again = result_from_data("zoo", data, load_config(copy), copy)
+    assert again.breaks == results["zoo"].breaks
