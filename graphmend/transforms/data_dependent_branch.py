@@ -397,6 +397,18 @@ class DataDependentBranch(Transform):
                     f"`{sorted(mutated)[0]}` is updated in place elsewhere in the function; torch.where returns a new "
                     "tensor, so the update would no longer reach the same object"
                 )
+        # A local read in a branch must be bound on the other path too, where it now runs.
+        local = _assigned_in(func)
+        for i, arm in enumerate(arms):
+            own = {_assigned_name(st) for st in arm.setups} | {n for n, _, _ in arm.targets}
+            reads: set[str] = set()
+            call_args = [a.value for a in _call_of(arm.call_stmt).args] if arm.call_stmt is not None else []
+            for value in [*(st.value for st in arm.setups), *(v for _, v, _ in arm.targets), arm.ret, *call_args]:  # type: ignore[attr-defined]
+                if value is not None:
+                    reads |= A.names_in(value)
+            for name in sorted((reads & local) - own):
+                if not _bound_before(name, node, func, source):
+                    raise _Declined(f"`{name}` may be unbound where its branch is not taken, and it is read there after the rewrite")
         cond_refs = list(cond_texts)
         if multiple or (shape == "assign" and len(chain) > 1 and len(_target_order(arms)) > 1):
             temp_names = _fresh_names(func, len(cond_texts))
@@ -838,6 +850,23 @@ def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: S
             if _binds(stmt, name):
                 return True
     return False
+
+
+def _assigned_in(func: cst.FunctionDef) -> set[str]:
+    """Local names of the function: assigned somewhere in it (not only parameters)."""
+    out: set[str] = set()
+    for n in A._iter(func.body):
+        if isinstance(n, cst.AssignTarget):
+            out |= _target_names(n.target)
+        elif isinstance(n, (cst.AnnAssign, cst.AugAssign)):
+            out |= _target_names(n.target)
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            out |= _target_names(n.target)
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            out |= _target_names(n.asname.name)
+        elif isinstance(n, cst.NamedExpr):
+            out |= _target_names(n.target)
+    return out
 
 
 def _declared_global(func: cst.FunctionDef) -> set[str]:

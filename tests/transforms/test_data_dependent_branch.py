@@ -240,6 +240,16 @@ MUST_DECLINE = {
                     scale = t.mean()
             return acc
         """, "follows a selected assignment"),
+    "name bound only on the branch's own path": ("""
+        def f(x):
+            if x.sum() > 0:
+                z = x * 3
+            if (x > 1).any():
+                y = z * 2
+            else:
+                y = x
+            return y
+        """, "`z` may be unbound where its branch is not taken"),
     "global target": ("""
         def f(x):
             global state
