@@ -37,7 +37,9 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
     if s.mode == "post":
         return None  # post takes its settings from review.json; fail-on is a flag
     if s.mode == "pr":
-        overrides.pop("gate", None)  # the gate comes from the base branch; fail-on is re-applied below
+        # pr takes the gate, fix safety and review settings from the base branch (a pull request
+        # cannot loosen its own review); only where its code runs is the head's to say.
+        overrides = {k: v for k, v in overrides.items() if k == "sandbox"}
     if not overrides:
         # As a name relative to the root: pr looks the same name up on the base branch.
         return Path(os.path.relpath(s.config, s.workspace)) if s.config else None
@@ -61,10 +63,11 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
 
 
 def review_for_post(s: settings_mod.Settings) -> str:
-    """The review.json that ``post`` gets: a copy with the ``comment``/``suggestions`` inputs
-    applied when they are set (post reads its settings from review.json and has no flags for
-    them). This runs in the trusted posting job; the copy is still validated by ``post``."""
-    overrides = {k: v for k, v in (("comment", s.comment), ("suggestions", s.suggestions)) if v is not None}
+    """The review.json that ``post`` gets: a copy with the ``comment``/``suggestions``/``safety``
+    inputs applied when they are set (post reads its settings from review.json and has no flags
+    for them). This runs in the trusted posting job; the copy is still validated by ``post``."""
+    overrides = {k: v for k, v in (("comment", s.comment), ("suggestions", s.suggestions), ("safety", s.safety))
+                 if v is not None}
     if not overrides:
         return s.review_file
     try:
@@ -80,19 +83,13 @@ def review_for_post(s: settings_mod.Settings) -> str:
     return str(copy)
 
 
-def scan_verb_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("graphmend.commands.scan") is not None
-
-
 def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path) -> list[str]:
     """The ``graphmend`` command line for the settings' mode.
 
     ``pr`` reads the gate's settings and baseline from the *base* branch by config name, so the
     name goes through unchanged when no input overrides the file; ``post`` reads everything from
-    review.json and the event (only ``fail-on`` applies); ``scan`` runs the ``scan`` verb, or,
-    where this GraphMend has none, ``check --format sarif`` (SARIF and summary, no fix PR).
+    review.json and the event (only ``fail-on`` applies); ``scan`` writes SARIF and opens or
+    updates the fix pull request, unless ``suggestions`` is ``false`` (then it proposes no fixes).
     """
     # -I keeps the workspace off sys.path: a folder named graphmend/ there must not replace ours.
     gm = [sys.executable, "-I", "-m", "graphmend"]
@@ -106,9 +103,14 @@ def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path
         cmd = gm + ["post", review_for_post(s), "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
         cmd += ["--fail-on", s.fail_on] if s.fail_on else []
         return cmd + (["--api-url", s.api_url] if s.api_url else [])
-    if scan_verb_available():
-        return gm + ["scan", *common, "--format", "json", "--sarif", s.sarif_file, "--summary", str(summary)]
-    return gm + ["check", *common, "--format", "sarif"]
+    cmd = gm + ["scan", *common, "--format", "json", "--sarif", s.sarif_file, "--summary", str(summary)]
+    cmd += ["--bench"] if s.benchmark else []
+    if s.suggestions is False:
+        return cmd + ["--no-fix"]
+    if s.github_token and s.repository:
+        cmd += ["--pull-request", "--repo", s.repository]
+        cmd += ["--api-url", s.api_url] if s.api_url else []
+    return cmd
 
 
 def child_env(s: settings_mod.Settings) -> dict[str, str]:
@@ -180,41 +182,13 @@ def review_url(s: settings_mod.Settings, result: dict[str, Any]) -> str:
     return f"{s.server_url}/{repo}/pull/{number}#pullrequestreview-{review_id}"
 
 
-def sarif_summary(path: Path) -> str:
-    """A short markdown summary of a SARIF file: the break count per rule and per file."""
-    from collections import Counter
-
-    try:
-        sarif = json.loads(path.read_text(encoding="utf-8"))
-        results = [r for run in sarif.get("runs") or [] for r in run.get("results") or []]
-    except (OSError, ValueError, AttributeError):
-        return ""
-    rules = Counter(str(r.get("ruleId", "?")) for r in results)
-    files = Counter(str(((r.get("locations") or [{}])[0].get("physicalLocation") or {})
-                        .get("artifactLocation", {}).get("uri", "?")) for r in results)
-
-    def cell(text: str) -> str:  # file names and rule ids come from the repository: keep the table intact
-        return text.replace("|", "\\|").replace("`", "'").replace("\n", " ")
-
-    lines = [f"## {TITLE} scan", "", f"{len(results)} graph break(s) found; SARIF written to `{path.name}`.", ""]
-    if results:
-        lines += ["| rule | breaks |", "|---|---:|"] + [f"| {cell(k)} | {v} |" for k, v in sorted(rules.items())]
-        lines += ["", "| file | breaks |", "|---|---:|"]
-        lines += [f"| {cell(k)} | {v} |" for k, v in sorted(files.items(), key=lambda kv: (-kv[1], kv[0]))[:50]]
-    return "\n".join(lines) + "\n"
-
-
-def sarif_outputs(path: Path, result: dict[str, Any]) -> dict[str, str]:
-    results = 0
-    try:
-        sarif = json.loads(path.read_text(encoding="utf-8"))
-        results = sum(len(run.get("results") or []) for run in sarif.get("runs") or [])
-    except (OSError, ValueError, AttributeError):
-        pass
-    return {"new-breaks": str(result.get("breaks", results)), "fixed-breaks": "0",
-            "suggestions": str(result.get("fixes", result.get("suggestions", 0))),
-            "review-url": str(result.get("pull_request_url") or result.get("pr_url") or ""),
-            "speedup": _fmt_speedup([result.get("speedup")] if result.get("speedup") else [])}
+def scan_outputs(s: settings_mod.Settings, result: dict[str, Any]) -> dict[str, str]:
+    """Outputs from ``graphmend scan --format json``."""
+    pull = result.get("pull_request") or {}
+    number = pull.get("number") if isinstance(pull, dict) else None
+    url = f"{s.server_url}/{s.repository}/pull/{number}" if number and s.repository else ""
+    return {"new-breaks": str(result.get("breaks", "")), "fixed-breaks": "",
+            "suggestions": str(result.get("verified_fixes", "")), "review-url": url, "speedup": ""}
 
 
 def annotate(findings: list[Any]) -> None:
@@ -267,18 +241,10 @@ def main(env: Optional[dict[str, str]] = None) -> int:
         # A review.json already in the checkout (left over, or committed by the pull request) must
         # never be reported or uploaded as this run's result.
         Path(s.review_file).unlink(missing_ok=True)
-    scan_by_check = s.mode == "scan" and cmd[4] == "check"
-    with workflow.group(f"{TITLE}: graphmend {cmd[4]}"):
-        code, stdout = run_verb(cmd, child_env(s), s.workspace, echo=not scan_by_check)
-    result = {} if scan_by_check else _json(stdout)
-    if scan_by_check:
-        if code in (0, 1) and stdout.strip():
-            Path(s.sarif_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(s.sarif_file).write_text(stdout, encoding="utf-8")
-            summary.write_text(sarif_summary(Path(s.sarif_file)), encoding="utf-8")
-            annotate_sarif(Path(s.sarif_file))
-        workflow.command("notice", "this GraphMend has no scan verb: SARIF and summary only, no fix pull request",
-                         title=TITLE)
+    with workflow.group(f"{TITLE}: graphmend {s.mode}"):
+        print("$ graphmend " + " ".join(cmd[4:]), flush=True)  # no secret is ever on the command line
+        code, stdout = run_verb(cmd, child_env(s), s.workspace)
+    result = _json(stdout)
 
     outputs = {name: "" for name in settings_mod.OUTPUTS}
     findings: list[Any] = []
@@ -293,8 +259,9 @@ def main(env: Optional[dict[str, str]] = None) -> int:
             for key, name in (("new", "new-breaks"), ("fixed", "fixed-breaks")):
                 if key in result:
                     outputs[name] = str(result[key])
-        if s.mode == "scan" and Path(s.sarif_file).is_file():
-            outputs.update(sarif_outputs(Path(s.sarif_file), result))
+        if s.mode == "scan":
+            outputs.update(scan_outputs(s, result))
+            annotate_sarif(Path(s.sarif_file))
     except Exception as exc:  # a bad review.json must not hide the verb's own exit code
         workflow.command("error", f"{Path(s.review_file).name}: {exc}", title=TITLE)
         code = code or 1

@@ -45,15 +45,16 @@ INPUTS: tuple[Input, ...] = (
           "(post); contents: write, pull-requests: write (scan fix PR). Never needed by `pr`."),
     Input("fail-on", "", "Merge gate: `new-breaks`, `any-break` or `never` (overrides gate.fail_on).",
           ("new-breaks", "any-break", "never")),
-    Input("safety", "", "Lowest fix safety to suggest: `safe` or `unsafe` (overrides fix.safety).",
+    Input("safety", "", "Lowest fix safety to suggest: `safe` or `unsafe` (overrides fix.safety when posting).",
           ("safe", "unsafe")),
     Input("sandbox", "", "Where the PR's code runs: `docker` or `subprocess` (overrides sandbox.runner).",
           ("docker", "subprocess")),
     Input("image", "", "Docker image for the sandbox, with your model's dependencies (overrides sandbox.image)."),
-    Input("comment", "", "Sticky benchmark comment: `always`, `on-change` or `never` (overrides review.comment).",
+    Input("comment", "", "Sticky benchmark comment: `always`, `on-change` or `never` (overrides review.comment "
+          "when posting).",
           ("always", "on-change", "never")),
-    Input("suggestions", "", "Post verified fixes as suggestion blocks: `true` or `false` (overrides "
-          "review.suggestions).", BOOLEANS),
+    Input("suggestions", "", "`true` or `false`: post verified fixes as suggestion blocks (overrides "
+          "review.suggestions when posting); in `scan`, `false` proposes no fixes and opens no fix PR.", BOOLEANS),
     Input("benchmark", "false", "Benchmark the verified fixes in `pr` mode: `true` or `false`.", BOOLEANS),
     Input("sarif-file", "graphmend.sarif", "Where `scan` writes its SARIF file (for upload-sarif)."),
     Input("review-file", "review.json", "Where `pr` writes review.json and where `post` reads it."),

@@ -68,8 +68,8 @@ def annotations(log: str) -> list[str]:
 def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_temp, build_backend):  # noqa: F811
     WHEELHOUSE[:] = [build_backend]
     # -- pull_request: analysis, read-only, writes review.json -------------------------------
-    # Two inputs override graphmend.yml (the repository has none): they must reach the analysis.
-    pr = run_action(REPO, inputs={"sandbox": "subprocess", "comment": "always", "suggestions": "false"},
+    # The sandbox input overrides graphmend.yml (the repository has none) through a merged copy.
+    pr = run_action(REPO, inputs={"sandbox": "subprocess", "comment": "always"},
                     event_name="pull_request", event=pull_request_event(pr_repo),
                     workspace=pr_repo.root, temp=runner_temp, token="", env=runner_env())
     assert pr.steps[0].code == 0, pr.steps[0].log[-3000:]
@@ -81,7 +81,9 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
 
     review = json.loads((pr_repo.root / "review.json").read_text())
     assert review["head_sha"] == pr_repo.head and review["base_sha"] == pr_repo.base
-    assert review["settings"]["suggestions"] is False  # the head's config, merged with the inputs
+    merged = runner_temp / "graphmend-action.yml"
+    assert f"--config {merged}" in run.log and "runner: subprocess" in merged.read_text()
+    assert "comment" not in merged.read_text()  # review settings come from the base branch in pr
     new = [f for f in review["findings"] if f["status"] == "introduced" and not f["baselined"]]
     assert new, review["findings"]  # HEAD_MODEL adds data-dependent branches
     assert pr.outputs["new-breaks"] == str(len(new))
@@ -112,17 +114,23 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
     assert run.code == 1  # the gate, again from the findings
     assert run.summary and ghs_not_leaked(post.log)
 
-    # -- schedule: the scan writes SARIF and a summary --------------------------------------
-    scan = run_action(REPO, inputs={"sarif-file": "out/graphmend.sarif"}, event_name="schedule",
+    # -- schedule: the scan writes SARIF and a summary, and handles the fix pull request -------
+    scan = run_action(REPO, inputs={"sarif-file": "out/graphmend.sarif", "github-token": TOKEN}, event_name="schedule",
                       event={"schedule": "17 3 * * 1", "repository": {"full_name": REPO_NAME}},
-                      workspace=pr_repo.root, temp=runner_temp, token="ghs_default_job_token", env=runner_env())
+                      workspace=pr_repo.root, temp=runner_temp, token="ghs_default_job_token",
+                      env={**runner_env(), "GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": REPO_NAME,
+                           "GITHUB_REF_NAME": "feature"})
     _, run = scan.steps
     assert "mode=scan event=schedule" in run.log
+    assert f"--pull-request --repo {REPO_NAME} --api-url {github.url}" in run.log
     sarif = json.loads((pr_repo.root / "out" / "graphmend.sarif").read_text())
     assert sarif["version"] == "2.1.0"
     results = [r for r_ in sarif["runs"] for r in r_["results"]]
     assert results and scan.outputs["new-breaks"] == str(len(results))
-    assert "graphmend.sarif" in run.summary and len(run.summary.encode()) < SUMMARY_LIMIT
+    assert scan.outputs["suggestions"] == "0"  # static candidates only: nothing verified, no fix PR
+    assert scan.outputs["review-url"] == "" and run.code == 1  # breaks found
+    assert run.summary and len(run.summary.encode()) < SUMMARY_LIMIT
+    assert ghs_not_leaked(scan.log)
     assert annotations(run.log) and all("file=src/model.py" in w for w in annotations(run.log))
 
 

@@ -156,9 +156,30 @@ def test_post_gets_a_copy_of_review_json_with_comment_and_suggestions_applied(tm
     (tmp_path / "review.json").write_text(json.dumps(review))
     plain = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t"))
     assert entry.review_for_post(plain) == str(tmp_path / "review.json")  # nothing to apply: the original
-    s = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t", comment="never", suggestions="false"))
+    s = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t", comment="never", suggestions="false",
+                              safety="unsafe"))
     copy = json.loads(Path(entry.review_for_post(s)).read_text())
-    assert copy["settings"] == {**review["settings"], "comment": "never", "suggestions": False}
+    assert copy["settings"] == {**review["settings"], "comment": "never", "suggestions": False, "safety": "unsafe"}
     assert json.loads((tmp_path / "review.json").read_text()) == review  # the artifact is untouched
     (tmp_path / "review.json").write_text("not json")
     assert entry.review_for_post(s) == str(tmp_path / "review.json")  # post names the broken file itself
+
+
+def test_pr_merges_only_where_the_code_runs(tmp_path):
+    only_review = settings.load(env_for(tmp_path, comment="never", safety="unsafe"))
+    assert entry.merged_config(only_review) is None  # the base branch decides those for pr
+    sandbox = settings.load(env_for(tmp_path, comment="never", sandbox="docker", image="org/img:1"))
+    merged = yaml.safe_load(entry.merged_config(sandbox).read_text())
+    assert merged == {"sandbox": {"runner": "docker", "image": "org/img:1"}}
+
+
+def test_scan_opens_the_fix_pull_request_unless_suggestions_are_off(tmp_path):
+    env = {**env_for(tmp_path, "schedule", {}, github_token="t"), "GITHUB_REPOSITORY": "o/r",
+           "GITHUB_API_URL": "http://127.0.0.1:1"}
+    cmd = entry.verb_command(settings.load(env), None, tmp_path / "s.md")
+    assert cmd[4] == "scan" and cmd[cmd.index("--sarif") + 1] == str(tmp_path / "graphmend.sarif")
+    assert cmd[cmd.index("--pull-request"):] == ["--pull-request", "--repo", "o/r", "--api-url", "http://127.0.0.1:1"]
+    off = entry.verb_command(settings.load({**env, "INPUT_SUGGESTIONS": "false"}), None, tmp_path / "s.md")
+    assert "--no-fix" in off and "--pull-request" not in off
+    no_token = entry.verb_command(settings.load({**env, "INPUT_GITHUB_TOKEN": ""}), None, tmp_path / "s.md")
+    assert "--pull-request" not in no_token
