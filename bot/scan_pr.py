@@ -9,7 +9,8 @@ Every scan rebuilds that single commit on the commit it scanned and force-moves 
 the pull request always shows exactly the fixes verified on the current default branch, never
 a pile of commits. When the rebuilt tree is the one already on the branch (same tree, same
 parent) nothing is pushed, so re-runs do not re-trigger CI. When nothing is left to fix (the
-fixes were merged, or the code changed), the open pull request is closed with a comment.
+fixes were merged, or the code changed), the open pull request is closed with a comment. A
+pull request that a person closed is not opened again for the same fixes.
 
 The pull request is recognised by its branch (of this repository, not a fork's namesake); the
 body carries a hidden marker and every text that comes from the analysed code is escaped.
@@ -68,7 +69,7 @@ class ScanPlan:
 
 @dataclass(frozen=True)
 class Outcome:
-    action: str  # "opened" | "updated" | "unchanged" | "closed" | "none"
+    action: str  # "opened" | "updated" | "unchanged" | "closed" | "declined" | "none"
     number: Optional[int]
     commit: Optional[str]
 
@@ -96,7 +97,7 @@ def body(plan: ScanPlan) -> str:
                f"{plan.breaks_found} graph break(s). Every fix below passed verification on the repository's own "
                "targets: the same outputs on the same weights and inputs, alone and together with the others.")
     out.append("")
-    out += ["| where | rule | fix | safety | verification | breaks before → after | max error | benchmark |",
+    out += ["| where | rule | fix | safety | verification | breaks before → after (all fixes) | max error | benchmark |",
             "|---|---|---|---|---|---|---|---|"]
     for f in plan.fixes:
         counts = f"{_num(f.breaks_before)} → {_num(f.breaks_after)}"
@@ -144,6 +145,12 @@ def publish(client, plan: ScanPlan, branch: str = BRANCH) -> Outcome:
                 "sha": client.create_blob(content.encode("utf-8"))} for path, content in sorted(plan.files)]
     tree = client.create_tree(base_tree, entries)
     current = client.branch_sha(branch)
+    if pull is None and current is not None and client.git_commit(current)[0] == tree:
+        # The same fixes are on the branch but no pull request is open: if a person closed ours
+        # without merging, that was an answer; do not open it again until the fixes change.
+        closed = client.find_pulls_from_branch(branch, state="closed")
+        if closed and not any(CLOSED_MARKER in c.body for c in client.list_issue_comments(closed[-1].number)):
+            return Outcome("declined", closed[-1].number, current)
     commit: Optional[str] = None
     if current is not None and client.git_commit(current) == (tree, (plan.base_sha,)):
         commit = current  # the same fixes on the same base: nothing to push, no CI re-run

@@ -96,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
             pr_error = f"GitHub: {exc}"
             print(f"graphmend scan: error: fix pull request: {pr_error}", file=sys.stderr)
             code = 1
+    if summary and (outcome is not None or pr_error):
+        with open(summary, "a", encoding="utf-8") as fh:
+            if pr_error:
+                fh.write("\n**Fix pull request:** not updated (GitHub refused; see the log).\n")
+            elif outcome.number:
+                fh.write(f"\n**Fix pull request:** #{outcome.number} {outcome.action}.\n")
     breaks = result.report.all_breaks
     if args.format == "json":
         print(json.dumps({

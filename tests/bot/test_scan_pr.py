@@ -128,3 +128,14 @@ def test_a_read_only_token_fails_in_one_line(github, pr_repo):
     with pytest.raises(PermissionDenied, match="403"):
         scan_pr.publish(ro, plan(pr_repo.base))
     assert scan_pulls(github) == []
+
+
+def test_a_pull_request_a_person_closed_is_not_reopened_for_the_same_fixes(github, pr_repo, client):
+    first = scan_pr.publish(client, plan(pr_repo.base))
+    github.state.pulls[(REPO_NAME, first.number)].state = "closed"  # closed in the UI, not merged
+    again = scan_pr.publish(client, plan(pr_repo.base))
+    assert again == scan_pr.Outcome("declined", first.number, first.commit)
+    assert len(scan_pulls(github)) == 1 and github.requests("POST", r"/pulls$") == [("POST", f"/repos/{REPO_NAME}/pulls", 201)]
+    # Different fixes are a new proposal: a new pull request.
+    other = scan_pr.publish(client, plan(pr_repo.base, files=(("src/model.py", FIXED + "# more\n"),)))
+    assert other.action == "opened" and other.number == first.number + 1
