@@ -185,7 +185,7 @@ def hopeless_use(trigger: Trigger, func: cst.FunctionDef, source: SourceFile) ->
     """Why the setting would not help this break (its value feeds Python control flow), or None."""
     where = control_use(trigger.node, source)
     if where:
-        return f"`{A.code(trigger.node)}` (line {source.line(trigger.node)}) feeds {where}"
+        return f"`{_short(trigger.node)}` (line {source.line(trigger.node)}) feeds {where}"
     stmt = trigger.statement
     if isinstance(stmt, cst.Assign) and any(n is trigger.node for n in A._iter(stmt.value)):
         # `hit = (...).nonzero()[0].tolist()` then `for e in hit:` — follow the names it binds.
@@ -198,8 +198,14 @@ def hopeless_use(trigger: Trigger, func: cst.FunctionDef, source: SourceFile) ->
                     continue
                 where = control_use(n, source)
                 if where:
-                    return f"`{n.value}` (from `{A.code(trigger.node)}`, line {source.line(trigger.node)}) feeds {where} at line {source.line(n)}"
+                    return f"`{n.value}` (from `{_short(trigger.node)}`, line {source.line(trigger.node)}) feeds {where} at line {source.line(n)}"
     return None
+
+
+def _short(node: cst.CSTNode, limit: int = 60) -> str:
+    """The node's code on one line, shortened for a message."""
+    text = " ".join(A.code(node).split()).replace("[ ", "[").replace(" ]", "]")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _bound_names(target: cst.CSTNode) -> set[str]:
