@@ -87,6 +87,8 @@ def render_text(report, *, diff: bool) -> str:
         out.append(f"{f.file}:{f.line}: {f.rule} fixed: {f.title}" + (f" [{f.safety.value}]" if f.safety.value != "safe" else "") + "\n")
     for s in report.skipped:
         out.append(f"{s.fix.file}:{s.fix.line}: {s.fix.rule} not applied: {s.reason}\n")
+        if not s.fix.edits and s.fix.notes:  # a lever with nothing to edit here (GM5xx): what to add, and where
+            out.append(f"    {s.fix.title}: {s.fix.notes}\n")
     for d in report.declined:
         out.append(f"{d.file}:{d.line}: {d.rule} declined: {d.reason}\n")
     for f in report.failed:
