@@ -119,3 +119,42 @@ def test_review_findings_carry_the_lever_of_unfixable_breaks():
                       lever_reason="Dynamo cannot trace this call")
     assert lever_text(call) == "no known fix: Dynamo cannot trace this call"
     assert lever_text(GraphBreak(file="a.py", line=3, reason="r", category=Category.OTHER)) == ""
+
+
+def test_the_example_router_compiles_to_one_graph_with_both_levers():
+    """examples/ tiny-moe: GM401 rewrites the `.item()`, GM502's setting is put around every call
+    (its compile site is the harness): no break, one graph, no recompilation, the same outputs."""
+    from graphmend.model import Safety
+    from graphmend.transforms.base import RuleContext
+    from graphmend.transforms.engine import fix_text
+    from graphmend.transforms.registry import get_rule
+    from tests.conftest import EXAMPLES
+
+    text = (EXAMPLES / "src" / "tinymodels" / "moe.py").read_text()
+    item_line = next(i for i, line in enumerate(text.splitlines(), 1) if "temperature.clamp(" in line and ".item()" in line)
+    route_line = next(i for i, line in enumerate(text.splitlines(), 1) if "torch.nonzero(chosen" in line)
+    ctx = RuleContext(threshold=Safety.SAFE, verified=True)
+    result = fix_text("moe.py", text, ctx, [get_rule("GM401"), get_rule("GM502")], {"GM401": [item_line], "GM502": [route_line]})
+    assert [f.rule for f in result.applied] == ["GM401"]
+    [shown] = [s.fix for s in result.skipped]
+    assert shown.rule == "GM502" and "capture_dynamic_output_shape_ops=True" in shown.notes
+
+    def build(source: str):
+        namespace: dict = {"__name__": "moe_under_test"}
+        exec(compile(source, "moe_under_test.py", "exec"), namespace)  # noqa: S102 - the example's code
+        return namespace["tiny_moe"]()
+
+    model, args = build(text)
+    fixed_model, _ = build(result.text)
+    other = (torch.randn(6, 16), torch.tensor(1.3))
+    torch._dynamo.reset()
+    recorder = _Recorder()
+    compiled = torch.compile(fixed_model, backend=recorder.backend(None))
+    with recorder.installed(), torch.no_grad():
+        outs = []
+        for call_args in (args, other):
+            with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+                outs.append(compiled(*call_args))
+        expected = [model(*a) for a in (args, other)]
+    assert recorder.events == [] and recorder.graphs == 1  # no break, no recompilation
+    assert all(torch.allclose(o, e, rtol=0, atol=1e-6) for o, e in zip(outs, expected))
