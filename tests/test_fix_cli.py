@@ -82,35 +82,28 @@ def repo(make_repo):
     })
 
 
-def test_fix_diff_json_reports_patch_outside_paths_and_writes_nothing(repo):
-    proc = graphmend("fix", "--diff", "--format", "json", cwd=repo)
+def test_fix_writes_in_paths_reports_patch_outside_and_keeps_comments(repo):
+    proc = graphmend("fix", "--format", "json", cwd=repo)
     data = json.loads(proc.stdout)
     validate("fix", data)
-    assert data["mode"] == "dynamic" and data["verified"] and data["written"] is False
+    assert data["mode"] == "dynamic" and data["verified"] and data["written"] is True
     # helpers/ is outside `paths`: its break stays, so findings remain -> exit 1
     assert proc.returncode == 1, proc.stderr
-    assert (repo / "pkg/model.py").read_text() == MODEL and (repo / "helpers/scale.py").read_text() == HELPER
     [change] = data["changes"]
-    assert change["file"] == "pkg/model.py" and not change["written"]
-    assert "+        h = torch.where((h > 100).any(), h.masked_fill(h > 100, 100.0), h)" in change["diff"]
-    [patch] = data["patches"]
-    assert patch["file"] == "helpers/scale.py" and patch["outside_paths"] and "masked_fill" in patch["diff"]
-    [target] = data["targets"]
-    assert target["breaks_before"] == 2 and target["breaks_after"] == 1
-    assert [b["file"] for b in data["remaining"]] == ["helpers/scale.py"]
-
-
-def test_fix_writes_in_paths_keeps_comments_and_is_idempotent(repo):
-    proc = graphmend("fix", cwd=repo)
-    assert proc.returncode == 1  # the helper's break (outside paths) remains
-    assert "pkg/model.py:15: GM101 fixed" in proc.stdout
-    assert "helpers/scale.py: outside `paths`, not edited" in proc.stdout
+    assert change["file"] == "pkg/model.py" and change["written"] and change["fixes"] == ["GM101"]
     new = (repo / "pkg/model.py").read_text()
     assert new == MODEL.replace(
         "        if (h > 100).any():\n            h = h.masked_fill(h > 100, 100.0)\n",
         "        h = torch.where((h > 100).any(), h.masked_fill(h > 100, 100.0), h)\n",
-    )
+    )  # one statement replaced; the comment above it and everything else byte-identical
+    [patch] = data["patches"]
+    assert patch["file"] == "helpers/scale.py" and patch["outside_paths"] and not patch["written"]
+    assert "+    h = torch.where(h.sum() > 1000, h.masked_fill(h > 50, 50.0), h)" in patch["diff"]
     assert (repo / "helpers/scale.py").read_text() == HELPER
+    [target] = data["targets"]
+    assert target["breaks_before"] == 2 and target["breaks_after"] == 1
+    assert [b["file"] for b in data["remaining"]] == ["helpers/scale.py"]
+    assert sorted(b["file"] for b in data["found"]) == ["helpers/scale.py", "pkg/model.py"]
     # fixing again changes nothing (the engine's idempotence on the real file, no worker run)
     from graphmend.model import Safety
     from graphmend.transforms.base import RuleContext
