@@ -42,6 +42,9 @@ class TargetConfig:
     inputs: Optional[str] = None
     batch_arg: Optional[str] = None
     mode: str = "eval"
+    # Dynamo capture settings in force around every call of the compiled target (GM5xx): the
+    # harness is the compile site, so this is where a user proves a setting GraphMend proposed.
+    dynamo_config: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,16 @@ def _display(file: Path, root: Path) -> str:
         return str(file)
 
 
+def _dynamo_settings(r: "_Reader") -> tuple[str, ...]:
+    from graphmend.rules import CONFIG_RULES
+
+    settings = r.str_list("dynamo_config", ())
+    for setting in settings:
+        if setting not in CONFIG_RULES:
+            raise r.error("dynamo_config", "a list of Dynamo capture settings (" + ", ".join(CONFIG_RULES) + ")")
+    return settings
+
+
 class _Reader:
     """Typed access to one mapping of the YAML file, naming the key on every error."""
 
@@ -312,6 +325,7 @@ def parse_config(data: Any, *, root: Path, file: Optional[Path] = None, shown: s
                 inputs=inputs,
                 batch_arg=r.str_("batch_arg", None, nullable=True),
                 mode=r.str_("mode", "eval", choices=("eval", "train")),
+                dynamo_config=_dynamo_settings(r),
             )
         )
 

@@ -93,3 +93,21 @@ def unpack_factory_result(entry: str, built: Any) -> tuple[Callable[..., Any], t
     if not isinstance(kwargs, dict):
         raise TaskError(f"entry {entry!r}: the factory's kwargs are {type(kwargs).__name__}, expected a dict; expected {shape}")
     return fn, tuple(args), dict(kwargs)
+
+
+def with_dynamo_config(compiled: Callable[..., Any], target: dict[str, Any]) -> Callable[..., Any]:
+    """``compiled`` with the target's ``dynamo_config`` settings in force around every call.
+
+    Dynamo reads these settings when it traces (the first call and each recompilation), so a
+    patch around ``torch.compile()`` would do nothing; around each call it holds for every trace.
+    """
+    settings = tuple(target.get("dynamo_config") or ())
+    if not settings:
+        return compiled
+    import torch._dynamo
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with torch._dynamo.config.patch(**{name: True for name in settings}):
+            return compiled(*args, **kwargs)
+
+    return call

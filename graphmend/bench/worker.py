@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graphmend.targets import load_target
+from graphmend.targets import load_target, with_dynamo_config
 
 # Profiler event names that block the host until the device is done.
 SYNC_EVENTS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
@@ -77,7 +77,7 @@ def bench_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
             return real(gm, example_inputs)
 
         torch._dynamo.reset()
-        fn = torch.compile(loaded.fn, backend=counting_backend)
+        fn = with_dynamo_config(torch.compile(loaded.fn, backend=counting_backend), target)
     args, kwargs = loaded.args, loaded.kwargs
     # Inference in eval mode, as it would be served; train mode keeps autograd on.
     grad_context = torch.no_grad() if target.get("mode", "eval") == "eval" else torch.enable_grad()

@@ -260,7 +260,7 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from graphmend.targets import load_target
+    from graphmend.targets import load_target, with_dynamo_config
     from graphmend.worker import TaskError
 
     target = payload["target"]
@@ -277,7 +277,7 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         from torch._dynamo.backends.registry import lookup_backend
 
         inner = lookup_backend(backend_name)
-    compiled = torch.compile(loaded.fn, backend=recorder.backend(inner))
+    compiled = with_dynamo_config(torch.compile(loaded.fn, backend=recorder.backend(inner)), target)
     # eval means inference, as the model is served: no autograd. Breaks can differ with grad
     # mode (Dynamo traces some ops differently when they must record a backward), and the mode
     # is recorded with the counts.

@@ -37,7 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from graphmend.targets import call_factory, load_target, resolve_entry
+from graphmend.targets import call_factory, load_target, resolve_entry, with_dynamo_config
 from graphmend.worker import TaskError
 
 STATE_OUT = "state_out.pt"
@@ -254,7 +254,7 @@ class _Arm:
                     self.recompiles += 1
                 return backend(gm, example_inputs)
 
-            self.compiled = torch.compile(self.loaded.fn, backend=counting_backend)
+            self.compiled = with_dynamo_config(torch.compile(self.loaded.fn, backend=counting_backend), self.target)
         return self.compiled
 
 
