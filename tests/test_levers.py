@@ -158,3 +158,34 @@ def test_the_example_router_compiles_to_one_graph_with_both_levers():
         expected = [model(*a) for a in (args, other)]
     assert recorder.events == [] and recorder.graphs == 1  # no break, no recompilation
     assert all(torch.allclose(o, e, rtol=0, atol=1e-6) for o, e in zip(outs, expected))
+
+
+def test_a_target_proves_a_proposed_setting_through_detection(tmp_path, monkeypatch):
+    """`dynamo_config` on a target puts the setting around every call in the detection worker
+    (the harness is the compile site): the example router's nonzero break is gone, the
+    `.item()` break (a different setting) stays."""
+    from graphmend.config import load_config
+    from graphmend.detect.dynamic import detect_task
+    from graphmend.model import to_dict
+    from tests.conftest import EXAMPLES
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    target = to_dict(load_config(EXAMPLES).target("tiny-moe"))
+    plain = detect_task({"target": target, "backend": "eager"}, tmp_path)
+    with_setting = detect_task({"target": dict(target, dynamo_config=["capture_dynamic_output_shape_ops"]),
+                                "backend": "eager"}, tmp_path)
+    assert "Dynamic shape operator" in {s["gb_type"] for s in plain["sites"]}
+    assert {s["gb_type"] for s in with_setting["sites"]} == {"Unsupported Tensor.item() call with capture_scalar_outputs=False"}
+    assert with_setting["graph_count"] < plain["graph_count"]
+    assert torch._dynamo.config.capture_dynamic_output_shape_ops is False  # scoped to the calls
+
+
+def test_dynamo_config_is_validated(tmp_path):
+    from graphmend.config import ConfigError, load_config
+
+    (tmp_path / "graphmend.yml").write_text(
+        "targets:\n  - {name: t, entry: 'm:f', dynamo_config: [capture_scalar_outputs]}\n")
+    assert load_config(tmp_path).targets[0].dynamo_config == ("capture_scalar_outputs",)
+    (tmp_path / "graphmend.yml").write_text("targets:\n  - {name: t, entry: 'm:f', dynamo_config: [suppress_errors]}\n")
+    with pytest.raises(ConfigError, match="targets\\[0\\].dynamo_config"):
+        load_config(tmp_path)

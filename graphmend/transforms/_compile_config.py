@@ -361,7 +361,9 @@ class CompileConfigLever(Transform):
             f"setting, e.g. `compiled = {WRAPPER}(torch.compile(model), {self.setting}=True)` (the helper is in "
             f"`graphmend explain {self.code}`), or `with torch._dynamo.config.patch({self.setting}=True): "
             "out = compiled(*args)` around each call; a patch around torch.compile() alone does nothing, and a "
-            "recompilation outside the patch brings the break back"
+            "recompilation outside the patch brings the break back. To prove it on the target (breaks, outputs, "
+            f"recompilations), add `dynamo_config: [{self.setting}]` to the target in graphmend.yml and run "
+            "`graphmend check` / `graphmend verify`"
         )
         return Fix(
             rule=self.code,
