@@ -409,6 +409,13 @@ class Transform:
         """The lines a reported break must fall on to be this site's (default: the header)."""
         return source.header_lines(node)
 
+    def static_candidate(self, node: cst.CSTNode, source: SourceFile) -> bool:
+        """Static mode only (no break lines): whether a site is worth looking at without a
+        Dynamo report. Default: every site. A rule whose sites are common Python (every
+        ``if``) narrows this to what evidently involves a tensor, so that plain Python is
+        neither rewritten nor reported."""
+        return True
+
     def prefilter(self, text: str) -> bool:
         """A cheap textual test before parsing (TorchFix's habit); default: mentions torch."""
         return "torch" in text
@@ -429,6 +436,8 @@ class Transform:
         for node in self.sites(source):
             span = self.site_lines(node, source)
             if wanted is not None and not wanted.intersection(span):
+                continue
+            if wanted is None and not self.static_candidate(node, source):
                 continue
             if any(source.suppressed(n, self.code) for n in span):
                 outcomes.append(Suppressed(rule=self.code, file=source.path, line=source.line(node)))

@@ -222,18 +222,10 @@ class DataDependentBranch(Transform):
             cur = cur.orelse
         return range(start, end + 1)
 
-    def run(self, source: SourceFile, ctx: RuleContext, lines: Optional[Iterable[int]] = None) -> list:
-        if lines is not None:
-            return super().run(source, ctx, lines)
-        # Static mode: only conditions that evidently involve a tensor are candidates, so a
-        # plain `if training:` is neither rewritten nor reported.
-        t = A.torch_names_of(source.module)
-        original = self.sites
-        self.sites = lambda s: [n for n in original(s) if _looks_tensorish(n.test, t)]  # type: ignore[method-assign]
-        try:
-            return super().run(source, ctx, None)
-        finally:
-            del self.sites
+    def static_candidate(self, node: cst.CSTNode, source: SourceFile) -> bool:
+        # Without a Dynamo report only conditions that evidently involve a tensor are looked
+        # at, so a plain `if training:` is neither rewritten nor reported.
+        return _looks_tensorish(node.test, A.torch_names_of(source.module))  # type: ignore[attr-defined]
 
     # -- the proof --------------------------------------------------------------------
 
