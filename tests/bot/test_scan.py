@@ -82,14 +82,11 @@ def origin(tmp_path: Path) -> Path:
     return root
 
 
-def scan(checkout: Path, out: Path, capsys) -> tuple[int, dict]:
+def scan(checkout: Path, out: Path, api_url: str, capsys) -> tuple[int, dict]:
     capsys.readouterr()
     code = main(["scan", "-C", str(checkout), "--sarif", str(out / "scan.sarif"), "--summary", str(out / "summary.md"),
-                 "--pull-request", "--repo", REPO_NAME, "--api-url", SERVER_URL[0], "--format", "json"])
+                 "--pull-request", "--repo", REPO_NAME, "--api-url", api_url, "--format", "json"])
     return code, json.loads(capsys.readouterr().out)
-
-
-SERVER_URL: list[str] = [""]
 
 
 def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path, capsys, monkeypatch):
@@ -97,14 +94,13 @@ def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path
     monkeypatch.delenv("GITHUB_REF_NAME", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     server.add_repo(REPO_NAME, str(origin))
-    SERVER_URL[0] = server.url
     checkout = tmp_path / "checkout"
     git(tmp_path, "clone", "-q", str(origin), str(checkout))
     out = tmp_path / "out"
     out.mkdir()
 
     # -- 1: the first scan opens the pull request ------------------------------------------
-    code, data = scan(checkout, out, capsys)
+    code, data = scan(checkout, out, server.url, capsys)
     assert code == 1  # breaks remain on the default branch
     assert data["breaks"] == 4 and data["verified_fixes"] == 2 and data["files"] == ["pkg/model.py"]
     assert data["pull_request"]["action"] == "opened"
@@ -122,6 +118,7 @@ def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path
     assert len(set(first_fps)) == len(run["results"]) == 4
     summary = (out / "summary.md").read_text()
     assert "## GraphMend scan" in summary and "2** verified fix(es) ready" in summary
+    assert f"**Fix pull request:** #{number} opened." in summary
 
     main_sha = git(origin, "rev-parse", "main")
     assert git(origin, "rev-list", "--parents", "-n", "1", first_commit).split() == [first_commit, main_sha]
@@ -149,7 +146,7 @@ def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path
     git(origin, "add", "README.md")
     git(origin, "commit", "-q", "-m", "docs")
     git(checkout, "pull", "-q", "--ff-only")
-    code, data = scan(checkout, out, capsys)
+    code, data = scan(checkout, out, server.url, capsys)
     second = data["pull_request"]
     assert (second["action"], second["number"]) == ("updated", number) and second["commit"] != first_commit
     new_main = git(origin, "rev-parse", "main")
@@ -164,7 +161,7 @@ def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path
     git(origin, "merge", "-q", "--squash", scan_pr.BRANCH)
     git(origin, "commit", "-q", "-m", "take the scan's fixes")
     git(checkout, "pull", "-q", "--ff-only")
-    code, data = scan(checkout, out, capsys)
+    code, data = scan(checkout, out, server.url, capsys)
     assert data["verified_fixes"] == 0 and data["breaks"] == 2  # nonzero and the static candidate remain
     assert data["pull_request"] == {"action": "closed", "number": number, "commit": None}
     assert pull.state == "closed"
