@@ -65,7 +65,7 @@ def annotations(log: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_temp, build_backend):  # noqa: F811
+def test_pull_request_then_workflow_run_then_schedule_then_a_failing_pr(github, pr_repo, runner_temp, build_backend):  # noqa: F811
     WHEELHOUSE[:] = [build_backend]
     # -- pull_request: analysis, read-only, writes review.json -------------------------------
     # The sandbox input overrides graphmend.yml (the repository has none) through a merged copy.
@@ -133,10 +133,7 @@ def test_pull_request_then_workflow_run_then_schedule(github, pr_repo, runner_te
     assert ghs_not_leaked(scan.log)
     assert annotations(run.log) and all("file=src/model.py" in w for w in annotations(run.log))
 
-
-@pytest.mark.slow
-def test_a_pr_run_that_fails_reports_no_stale_review_json(pr_repo, runner_temp, build_backend):  # noqa: F811
-    WHEELHOUSE[:] = [build_backend]
+    # -- a pr run that fails must not report a review.json already in the checkout -----------
     # A review.json already in the checkout (committed by the pull request, say) with a commit the
     # repository does not have: graphmend pr refuses the event, and the old file must be gone.
     forged = {"version": 1, "base_sha": pr_repo.base, "head_sha": pr_repo.head, "findings": []}
