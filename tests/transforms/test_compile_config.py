@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import textwrap
 
-import pytest
 import torch
 import torch._dynamo
 
 from graphmend.detect.dynamic import _Recorder
-from graphmend.model import Decline, Fix, Safety
-from graphmend.transforms.base import RuleContext, SourceFile
+from graphmend.model import Safety
+from graphmend.transforms.base import RuleContext
 from graphmend.transforms.compile_config_capture_dynamic_output_shape_ops import CaptureDynamicOutputShapeOps
 from graphmend.transforms.compile_config_capture_scalar_outputs import CaptureScalarOutputs
 from graphmend.transforms.engine import fix_text
