@@ -27,7 +27,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Edit, Fix, Safety, fingerprint
 from graphmend.transforms import _boundary as B
-from graphmend.transforms.base import Failure, Outcome, RuleContext, SourceFile, Suppressed, Transform, iter_nodes
+from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 _BEFORE = '''import torch
 
@@ -124,24 +124,10 @@ class RaiseOnTensorCondition(Transform):
             if _raise_of(node) is not None:  # type: ignore[arg-type]
                 yield node
 
-    def run(self, source: SourceFile, ctx: RuleContext, lines: Optional[Iterable[int]] = None) -> list[Outcome]:
-        # In static mode only checks that read tensor values are candidates: an argument check on
-        # Python values is resolved by Dynamo while tracing and never breaks the graph.
-        if lines is None:
-            outcomes: list[Outcome] = []
-            for node in self.sites(source):
-                if not self.candidate(node):  # type: ignore[arg-type]
-                    continue
-                span = self.site_lines(node, source)
-                if any(source.suppressed(n, self.code) for n in span):
-                    outcomes.append(Suppressed(rule=self.code, file=source.path, line=source.line(node)))
-                    continue
-                try:
-                    outcomes.append(self.rewrite(node, source, ctx))
-                except Exception as exc:  # a bug in the rule: report it, leave the site alone
-                    outcomes.append(Failure(self.code, source.path, source.line(node), f"{type(exc).__name__}: {exc}"))
-            return outcomes
-        return super().run(source, ctx, lines)
+    def static_candidate(self, node: cst.CSTNode, source: SourceFile) -> bool:
+        # Without a Dynamo report only checks that read tensor values are candidates: an
+        # argument check on Python values is resolved by Dynamo while tracing, never a break.
+        return self.candidate(node)  # type: ignore[arg-type]
 
     def prefilter(self, text: str) -> bool:
         return "raise" in text

@@ -12,11 +12,10 @@ import textwrap
 
 import pytest
 
-from graphmend.model import Decline, Fix
+from graphmend.model import Decline, Fix, Safety
 from graphmend.transforms.base import RuleContext, SourceFile
 from graphmend.transforms.engine import run_rules
 from graphmend.transforms.registry import all_rules
-from graphmend.model import Safety
 
 HEAD = "import logging\nimport sys\nimport warnings\n\nimport torch\n\nlogger = logging.getLogger(__name__)\n\n\n"
 
