@@ -3,10 +3,10 @@
 For each model it writes a throwaway git repository whose source is transformers' own
 ``modeling_<model>.py`` (copied, relative imports made absolute), a targets module building
 the model tiny from a config (random weights, no download) and a ``graphmend.yml``; commits
-it; detects the breaks with the real dynamic detector (a worker process per target); applies
-every rule in dynamic mode to the break lines (``fix.safety: safe``); writes the files; then
-``verify`` compares the committed tree with the fixed one (outputs eager and compiled, printed
-text, log records, warnings) and counts breaks and graphs before and after.
+it; runs the fix loop (``graphmend fix``: real dynamic detection in a worker, every rule on
+the break lines at ``fix.safety: safe``, re-detection, write); then ``verify`` compares the
+committed tree with the fixed one (outputs eager and compiled, printed text, log records,
+warnings). Breaks and graphs before and after are the fix loop's counts.
 
     python benchmarks/side_effects_table.py [--models t5,bart,...] [--dtypes float32,float16]
 
@@ -143,57 +143,38 @@ DEFERRABLE = ("GM2", "GM3")
 
 
 def fix_and_verify(root: Path) -> Row:
-    """Detect, fix (dynamic mode, safe), verify; the numbers of one repository."""
+    """``graphmend fix`` (the fix loop, dynamic mode, safe) then ``graphmend verify``: one row."""
     from graphmend.config import load_config
-    from graphmend.detect.dynamic import detect_targets
-    from graphmend.model import Safety
-    from graphmend.transforms.base import RuleContext
-    from graphmend.transforms.engine import fix_text, route_breaks
-    from graphmend.transforms.registry import all_rules
+    from graphmend.fix import apply_fixes
     from graphmend.verify import verify
 
     start = time.time()
     config = load_config(root)
-    [before] = detect_targets(config)
-    if before.error:
-        raise RuntimeError(f"{root.name}: the target could not run: {before.error}")
-    rules = all_rules()
-    applied = []
-    by_file: dict[str, list] = {}
-    for b in before.breaks:
-        if not b.outside_paths:
-            by_file.setdefault(b.file, []).append(b)
-    for rel, breaks in sorted(by_file.items()):
-        path = root / rel
-        ctx = RuleContext(file=rel, threshold=Safety(config.fix.safety), device="cpu", verified=True)
-        result = fix_text(rel, path.read_text(), ctx, rules, route_breaks(breaks, rules))
-        if result.error or result.failed:
-            raise RuntimeError(f"{rel}: {result.error or result.failed}")
-        path.write_text(result.text)
-        applied.extend(result.applied)
-    # verify compares the trees; the breaks "before" are the detection above, "after" one more
-    # detection of the fixed tree (verify's own counting would run both again).
-    report = verify(config, count_breaks=False)
-    [target] = report.targets
-    [after] = detect_targets(config)
-    if after.error:
-        raise RuntimeError(f"{root.name}: the fixed target could not run: {after.error}")
-    deferrable_after = sum(1 for b in after.breaks if (b.rule or "").startswith(DEFERRABLE) and not b.outside_paths)
+    report = apply_fixes(config)
+    [summary] = report.targets
+    if summary.error or report.errors or report.failed:
+        raise RuntimeError(f"{root.name}: {summary.error or report.errors or report.failed}")
+    # verify compares the committed tree with the fixed one; the fix loop counted the breaks.
+    [target] = verify(config, count_breaks=False).targets
     detail = "; ".join(f"{m.kind}/{m.check}: {m.detail}" for m in target.mismatches[:3]) or (target.error or "")
     counts: dict[str, int] = {}
-    for fix in applied:
+    for fix in report.applied:
         counts[fix.rule] = counts.get(fix.rule, 0) + 1
+
+    def deferrable(breaks) -> int:
+        return sum(1 for b in breaks if (b.rule or "").startswith(DEFERRABLE) and not b.outside_paths)
+
     return Row(
         model=root.name.split("-")[0],
         dtype=config.targets[0].dtype,
-        breaks_before=before.break_count,
-        outside_before=sum(1 for b in before.breaks if b.outside_paths),
-        deferrable_before=sum(1 for b in before.breaks if (b.rule or "").startswith(DEFERRABLE) and not b.outside_paths),
-        graphs_before=before.graph_count,
+        breaks_before=summary.breaks_before,
+        outside_before=sum(1 for b in report.found if b.outside_paths),
+        deferrable_before=deferrable(report.found),
+        graphs_before=summary.graphs_before,
         fixes=" ".join(f"{k}x{v}" for k, v in sorted(counts.items())) or "-",
-        breaks_after=after.break_count,
-        deferrable_after=deferrable_after,
-        graphs_after=after.graph_count,
+        breaks_after=summary.breaks_after,
+        deferrable_after=deferrable(report.remaining),
+        graphs_after=summary.graphs_after,
         equivalent=target.ok,
         detail=detail,
         seconds=time.time() - start,
