@@ -2,9 +2,10 @@
 
 transformers' own ``modeling_t5.py`` is copied into a temporary git repository as that
 repository's source (relative imports made absolute) with a targets module that builds the model
-tiny from a config. The real pipeline runs: dynamic detection in a worker, the rules in dynamic
-mode at ``fix.safety: safe``, then ``verify`` (the committed tree against the fixed one: outputs
-eager and compiled, printed text, log records, warnings; breaks and graphs before and after).
+tiny from a config. The real pipeline runs: the fix loop (``graphmend fix``: dynamic detection in
+a worker, the rules on the break lines at ``fix.safety: safe``, re-detection, write), then
+``verify`` (the committed tree against the fixed one: outputs eager and compiled, printed text,
+log records, warnings).
 The full table over seven models (fp32 and fp16) is ``benchmarks/side_effects_table.py``.
 """
 
