@@ -136,9 +136,3 @@ def test_static_finds_the_fixable_sites_without_running_anything():
                      if rule and cat != "skipped-frame")
     assert found == fixable
     assert all(not b["verified"] for b in report["static"])
-
-
-def test_demo_runs_check_on_the_examples(tmp_path):
-    proc = graphmend("demo", "--no-dynamic", "--format", "json", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr
-    assert {b["file"] for b in json.loads(proc.stdout)["static"]} == {ENC, DEC}
