@@ -26,6 +26,7 @@ def git(cwd: Path, *args: str) -> str:
 DOCKER_FIXTURES = {"docker_client", "docker_base_image", "dockerd"}
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # One docker daemon and one imported base image per test session: under pytest-xdist every
     # test that needs them runs on the same worker (``--dist loadgroup`` in pyproject.toml).
