@@ -10,7 +10,8 @@ and PyGithub's errors into four kinds the rest of the bot acts on:
 
 PyGithub's own retries and request throttling are turned off (see ``retry``): its default
 retries POSTs and sleeps 60 s on a secondary rate limit. The base URL is ``GITHUB_API_URL``
-when set (GitHub Enterprise Server), else api.github.com; authentication is a token.
+when set (GitHub Enterprise Server), else api.github.com; authentication is a token (a GitHub
+App's installation token comes from ``installation_token``, at the end of this module).
 """
 
 from __future__ import annotations
