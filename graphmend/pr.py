@@ -381,20 +381,6 @@ def _proposal(fix: Fix, verdict: Optional[dict], why_not: str = "") -> Any:
     return rv.FixProposal(fix.rule, fix.title[:500], fix.safety.value, edits, verification, None)
 
 
-def apply_whole_line_edits(tree: Path, edits: list[Any]) -> None:
-    """Apply whole-line edits (original line numbers) to the files under ``tree``, bottom-up."""
-    by_file: dict[str, list[Any]] = {}
-    for e in edits:
-        by_file.setdefault(e.file, []).append(e)
-    for rel, file_edits in by_file.items():
-        path = tree / rel
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        for e in sorted(file_edits, key=lambda e: e.start_line, reverse=True):
-            # end_line == start_line - 1 inserts before start_line
-            lines[e.start_line - 1 : max(e.end_line, e.start_line - 1)] = [e.new_text] if e.new_text else []
-        path.write_text("".join(lines), encoding="utf-8")
-
-
 def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, Any], progress: Progress = None) -> tuple[dict[str, Any], Any]:
     """Cold start and steady state of the head tree before vs after its verified fixes."""
     import tempfile
@@ -409,7 +395,7 @@ def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, 
         return {}, rv.Stage("bench", False, "no verified fixes to benchmark")
     try:
         from graphmend.bench import bench
-        from graphmend.trees import copy_tree
+        from graphmend.trees import apply_edits_to_tree, copy_tree
 
         with tempfile.TemporaryDirectory(prefix="graphmend-pr-bench-") as work:
             tree = copy_tree(config.root, Path(work) / "tree")
@@ -418,7 +404,7 @@ def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, 
             # bench compares a revision with the working tree: commit the head, then fix it.
             for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "head", "--no-verify"]):
                 subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
-            apply_whole_line_edits(tree, [e for fx in fixes for e in fx.edits])
+            apply_edits_to_tree(tree, [e for fx in fixes for e in fx.edits])
             fixed_config = load_config(tree, tree / config.file.relative_to(config.root)) if config.file else load_config(tree)
             report = bench(fixed_config, base="HEAD", progress=progress)
     except Exception as exc:  # noqa: BLE001 - the review goes on without numbers, and says why

@@ -181,8 +181,7 @@ def _bench(config: Config, kept: tuple[Fix, ...], say: Callable[[str], None]) ->
 
     from graphmend.bench import bench
     from graphmend.config import load_config
-    from graphmend.trees import copy_tree
-    from graphmend.verify.parent import apply_edits_to_tree
+    from graphmend.trees import apply_edits_to_tree, copy_tree
 
     try:
         with tempfile.TemporaryDirectory(prefix="graphmend-scan-bench-") as work:

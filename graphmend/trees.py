@@ -15,7 +15,10 @@ import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
+
+if TYPE_CHECKING:
+    from graphmend.model import Edit
 
 
 class TreeError(Exception):
@@ -104,6 +107,25 @@ def copy_tree(root: Path | str, dest: Path) -> Path:
         elif src.is_file():
             shutil.copy2(src, target)
     return dest
+
+
+def apply_edits_to_tree(tree: Path, edits: Sequence[Edit]) -> None:
+    """Apply whole-line edits (in original line numbers) to the files of ``tree``.
+
+    Each file's edits go through ``engine.apply_edits`` together, so a stale edit raises
+    ``EditConflict`` and nothing lands on the wrong lines.
+    """
+    from graphmend.transforms.engine import apply_edits
+
+    by_file: dict[str, list[Edit]] = {}
+    for e in edits:
+        by_file.setdefault(e.file, []).append(e)
+    for rel, file_edits in by_file.items():
+        path = tree / rel
+        if not path.resolve().is_relative_to(tree.resolve()):
+            raise ValueError(f"{rel}: outside the repository")
+        text = path.read_text(encoding="utf-8")
+        path.write_text(apply_edits(text, file_edits), encoding="utf-8")
 
 
 @contextlib.contextmanager

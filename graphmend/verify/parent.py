@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from graphmend.config import Config, ConfigError, TargetConfig
-from graphmend.model import Edit, Environment, Fix, TargetResult
+from graphmend.model import Environment, Fix, TargetResult
 from graphmend.runner import Job, Runner, get_runner
-from graphmend.trees import copy_tree, tree_at
+from graphmend.trees import apply_edits_to_tree, copy_tree, tree_at
 from graphmend.verify.compare import ArmData, compare_arms, load_tensors
 from graphmend.verify.results import FixVerdict, Mismatch, TargetVerification, VerifyReport
 from graphmend.verify.worker import INPUTS_IN, INPUTS_OUT, OUTPUTS, STATE_IN, STATE_OUT
@@ -269,21 +269,6 @@ def verify(config: Config, target_names: Optional[Iterable[str]] = None, *, base
 
 # --------------------------------------------------------------------------------------------
 # Fixes
-
-
-def apply_edits_to_tree(tree: Path, edits: Sequence[Edit]) -> None:
-    """Apply whole-line edits (in original line numbers) to the files of ``tree``."""
-    from graphmend.transforms.engine import apply_edits
-
-    by_file: dict[str, list[Edit]] = {}
-    for e in edits:
-        by_file.setdefault(e.file, []).append(e)
-    for rel, file_edits in by_file.items():
-        path = tree / rel
-        if not path.resolve().is_relative_to(tree.resolve()):
-            raise ValueError(f"{rel}: outside the repository")
-        text = path.read_text(encoding="utf-8")
-        path.write_text(apply_edits(text, file_edits), encoding="utf-8")
 
 
 def _summary(result: TargetVerification) -> str:

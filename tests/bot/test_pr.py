@@ -208,13 +208,14 @@ def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
 
 def test_whole_line_edits_apply_in_original_line_numbers(tmp_path):
     from graphmend.model import Edit
-    from graphmend.pr import _stale_edit, apply_whole_line_edits
+    from graphmend.pr import _stale_edit
+    from graphmend.trees import apply_edits_to_tree
     from graphmend.model import Fix, Safety
 
     (tmp_path / "m.py").write_text("a\nb\nc\nd\n")
     edits = [Edit("m.py", 2, 1, "x\ny\n"), Edit("m.py", 3, 4, "z\n", "c\nd\n")]
     fix = Fix("GM101", "t", Safety.SAFE, tuple(edits), "m.py", 3)
     assert _stale_edit(tmp_path, fix) == ""
-    apply_whole_line_edits(tmp_path, edits)
+    apply_edits_to_tree(tmp_path, edits)
     assert (tmp_path / "m.py").read_text() == "a\nx\ny\nb\nz\n"
     assert "does not match" in _stale_edit(tmp_path, fix)
