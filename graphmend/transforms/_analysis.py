@@ -567,6 +567,19 @@ def _stronger(a: str, b: str) -> str:
     return a if _REQ_RANK[a] >= _REQ_RANK[b] else b
 
 
+def _call_operands(call: cst.Call, kind: str) -> Optional[tuple[cst.BaseExpression, list[cst.Arg]]]:
+    """The tensor a call works on and its other arguments, or None for other calls.
+
+    ``x.f(a)`` (``kind`` "method") and ``torch.f(x, a)`` (``kind`` "torch" or "F") both give
+    ``(x, [a])``; ``kind`` is what ``_Torch.func`` says of ``call.func``.
+    """
+    if kind == "method":
+        return call.func.value, list(call.args)  # type: ignore[union-attr]
+    if kind in ("torch", "F") and call.args and call.args[0].keyword is None:
+        return call.args[0].value, list(call.args[1:])
+    return None
+
+
 def meta(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) -> Optional[Meta]:
     """Shape/dtype of ``expr`` relative to one tensor variable, or None when unknown.
 
@@ -588,14 +601,10 @@ def meta(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) ->
         return None
     if isinstance(expr, cst.Call):
         kind, name = t.func(expr.func)
-        if kind == "method":
-            receiver = expr.func.value  # type: ignore[union-attr]
-            rest = list(expr.args)
-        elif kind in ("torch", "F") and expr.args and expr.args[0].keyword is None:
-            receiver = expr.args[0].value
-            rest = list(expr.args[1:])
-        else:
+        operands = _call_operands(expr, kind)
+        if operands is None:
             return None
+        receiver, rest = operands
         inner = meta(receiver, t, scalars)
         if inner is None:
             return None
@@ -700,14 +709,10 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
         return None
     if isinstance(expr, cst.Call):
         kind, name = t.func(expr.func)
-        if kind == "method":
-            receiver = expr.func.value  # type: ignore[union-attr]
-            rest = list(expr.args)
-        elif kind in ("torch", "F") and expr.args and expr.args[0].keyword is None:
-            receiver = expr.args[0].value
-            rest = list(expr.args[1:])
-        else:
+        operands = _call_operands(expr, kind)
+        if operands is None:
             return shown
+        receiver, rest = operands
         inner = shape_fallible(receiver, t, scalars, dtypes)
         if inner:
             return inner
