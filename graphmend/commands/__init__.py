@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from graphmend.config import Config, load_config
 
@@ -15,3 +18,36 @@ class UsageError(Exception):
 def config_from_args(args: argparse.Namespace) -> Config:
     """The configuration for a verb: ``--config`` or the file at ``--root``."""
     return load_config(Path(args.root), args.config)
+
+
+def progress_to_stderr(verb: str) -> Callable[[str], None]:
+    """Progress lines on stderr, each prefixed ``graphmend VERB:`` once."""
+    def say(message: str) -> None:
+        print(f"graphmend {verb}: {message.split(': ', 1)[-1] if message.startswith(verb + ':') else message}",
+              file=sys.stderr, flush=True)
+
+    return say
+
+
+def write_report(args: argparse.Namespace, verb: str, report: Any, render_text: Callable[[Any], str],
+                 render_markdown: Callable[[Any], str], chart_key: str) -> None:
+    """``--markdown FILE`` and ``--chart FILE`` if asked, then the report on stdout (``--format``).
+
+    ``chart_key`` is the keyword ``write_chart`` takes this report as (``verify_report``, ...).
+    """
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(render_markdown(report))
+    if args.chart:
+        from graphmend.report.chart import write_chart
+
+        try:
+            write_chart(args.chart, **{chart_key: report})
+        except ValueError as exc:
+            print(f"graphmend {verb}: chart not written: {exc}", file=sys.stderr)
+    if args.format == "json":
+        from graphmend.model import to_dict
+
+        sys.stdout.write(json.dumps(to_dict(report), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_text(report))

@@ -7,12 +7,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from graphmend.commands import UsageError, config_from_args
-from graphmend.commands.verify import progress_to_stderr
-from graphmend.model import to_dict
+from graphmend.commands import UsageError, config_from_args, progress_to_stderr, write_report
 
 
 def _positive(text: str) -> int:
@@ -52,20 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     from graphmend.report.markdown_verify import render_bench_markdown, render_bench_text
 
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(render_bench_markdown(report))
-    if args.chart:
-        from graphmend.report.chart import write_chart
-
-        try:
-            write_chart(args.chart, bench_report=report)
-        except ValueError as exc:
-            print(f"graphmend bench: chart not written: {exc}", file=sys.stderr)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(to_dict(report), indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(render_bench_text(report))
+    write_report(args, "bench", report, render_bench_text, render_bench_markdown, "bench_report")
     for t in report.targets:
         if t.error:
             print(f"graphmend bench: target {t.name}: {t.error}", file=sys.stderr)

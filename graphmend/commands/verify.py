@@ -8,11 +8,8 @@ run; 2 a usage or configuration error (an unknown revision included).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from graphmend.commands import UsageError, config_from_args
-from graphmend.model import to_dict
+from graphmend.commands import UsageError, config_from_args, progress_to_stderr, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,14 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", metavar="FILE", help="also write the markdown report to FILE")
     parser.add_argument("--chart", metavar="FILE", help="also write a PNG chart of graphs/breaks before and after")
     parser.add_argument("--no-breaks", action="store_true", help="do not count graphs and breaks (faster)")
-
-
-def progress_to_stderr(verb: str):
-    def say(message: str) -> None:
-        print(f"graphmend {verb}: {message.split(': ', 1)[-1] if message.startswith(verb + ':') else message}",
-              file=sys.stderr, flush=True)
-
-    return say
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,18 +35,5 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     from graphmend.report.markdown_verify import render_verify_markdown, render_verify_text
 
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(render_verify_markdown(report))
-    if args.chart:
-        from graphmend.report.chart import write_chart
-
-        try:
-            write_chart(args.chart, verify_report=report)
-        except ValueError as exc:
-            print(f"graphmend verify: chart not written: {exc}", file=sys.stderr)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(to_dict(report), indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(render_verify_text(report))
+    write_report(args, "verify", report, render_verify_text, render_verify_markdown, "verify_report")
     return 1 if report.failed else 0
