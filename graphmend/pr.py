@@ -383,8 +383,6 @@ def _proposal(fix: Fix, verdict: Optional[dict], why_not: str = "") -> Any:
 
 def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, Any], progress: Progress = None) -> tuple[dict[str, Any], Any]:
     """Cold start and steady state of the head tree before vs after its verified fixes."""
-    import tempfile
-
     from bot import review as rv
 
     if not enabled:
@@ -394,19 +392,9 @@ def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, 
     if not fixes:
         return {}, rv.Stage("bench", False, "no verified fixes to benchmark")
     try:
-        from graphmend.bench import bench
-        from graphmend.trees import apply_edits_to_tree, copy_tree
+        from graphmend.bench import bench_fixes
 
-        with tempfile.TemporaryDirectory(prefix="graphmend-pr-bench-") as work:
-            tree = copy_tree(config.root, Path(work) / "tree")
-            env = dict(os.environ, GIT_AUTHOR_NAME="graphmend", GIT_AUTHOR_EMAIL="graphmend@localhost",
-                       GIT_COMMITTER_NAME="graphmend", GIT_COMMITTER_EMAIL="graphmend@localhost")
-            # bench compares a revision with the working tree: commit the head, then fix it.
-            for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "head", "--no-verify"]):
-                subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
-            apply_edits_to_tree(tree, [e for fx in fixes for e in fx.edits])
-            fixed_config = load_config(tree, tree / config.file.relative_to(config.root)) if config.file else load_config(tree)
-            report = bench(fixed_config, base="HEAD", progress=progress)
+        report = bench_fixes(config, fixes, progress=progress)
     except Exception as exc:  # noqa: BLE001 - the review goes on without numbers, and says why
         return {}, rv.Stage("bench", False, f"bench failed: {type(exc).__name__}: {exc}"[:2000])
     max_error = max([v.get("max_error") or 0.0 for v in verdicts.values()] + [0.0])

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 from graphmend.config import Config
@@ -175,25 +174,10 @@ def _total(values: Any) -> Optional[int]:
 
 def _bench(config: Config, kept: tuple[Fix, ...], say: Callable[[str], None]) -> dict[str, str]:
     """Cold start and steady state before vs after the kept fixes, as one line (bench runs on a copy)."""
-    import os
-    import subprocess
-    import tempfile
-
-    from graphmend.bench import bench
-    from graphmend.config import load_config
-    from graphmend.trees import apply_edits_to_tree, copy_tree
+    from graphmend.bench import bench_fixes
 
     try:
-        with tempfile.TemporaryDirectory(prefix="graphmend-scan-bench-") as work:
-            tree = copy_tree(config.root, Path(work) / "tree")
-            env = dict(os.environ, GIT_AUTHOR_NAME="graphmend", GIT_AUTHOR_EMAIL="graphmend@localhost",
-                       GIT_COMMITTER_NAME="graphmend", GIT_COMMITTER_EMAIL="graphmend@localhost")
-            # bench compares a revision with the working tree: commit the scanned tree, then fix it.
-            for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "scan", "--no-verify"]):
-                subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
-            apply_edits_to_tree(tree, [e for fx in kept for e in fx.edits])
-            cfg = load_config(tree, tree / config.file.relative_to(config.root)) if config.file else load_config(tree)
-            report = bench(cfg, base="HEAD", progress=say)
+        report = bench_fixes(config, kept, progress=say)
     except Exception as exc:  # noqa: BLE001 - the PR goes out without numbers, and says why
         return {"line": f"bench failed: {type(exc).__name__}: {exc}"[:300]}
     parts = []

@@ -13,15 +13,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from graphmend.bench.results import ArmTiming, BenchPoint, BenchReport, TargetBench
-from graphmend.config import Config, TargetConfig
-from graphmend.model import Environment
+from graphmend.config import Config, TargetConfig, load_config
+from graphmend.model import Environment, Fix
 from graphmend.runner import Job, Runner, get_runner
-from graphmend.trees import tree_at
+from graphmend.trees import apply_edits_to_tree, copy_tree, tree_at
 from graphmend.verify.parent import job_device, select_targets
 
 Progress = Optional[Callable[[str], None]]
@@ -144,3 +145,20 @@ def bench(config: Config, target_names: Optional[Iterable[str]] = None, *, base:
                                          rounds, threads, eager, progress))
     return BenchReport(base=base, targets=tuple(results), warmup=config.bench.warmup, repeat=config.bench.repeat,
                        rounds=rounds, threads=threads)
+
+
+def bench_fixes(config: Config, fixes: Sequence[Fix], *, progress: Progress = None) -> BenchReport:
+    """Measure the working tree ("before") against it with ``fixes`` applied ("after").
+
+    Both run from a private copy: ``bench`` compares a revision with the working tree, so the
+    copy is committed as it is, then fixed. Raises what ``bench`` and the edits raise.
+    """
+    with tempfile.TemporaryDirectory(prefix="graphmend-bench-fixes-") as work:
+        tree = copy_tree(config.root, Path(work) / "tree")
+        env = dict(os.environ, GIT_AUTHOR_NAME="graphmend", GIT_AUTHOR_EMAIL="graphmend@localhost",
+                   GIT_COMMITTER_NAME="graphmend", GIT_COMMITTER_EMAIL="graphmend@localhost")
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "before the fixes", "--no-verify"]):
+            subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
+        apply_edits_to_tree(tree, [e for fx in fixes for e in fx.edits])
+        fixed = load_config(tree, tree / config.file.relative_to(config.root)) if config.file else load_config(tree)
+        return bench(fixed, base="HEAD", progress=progress)
