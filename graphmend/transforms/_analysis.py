@@ -16,7 +16,7 @@ division, ``.item()``) are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -98,11 +98,14 @@ def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(bare)
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
-    """Every plain name read or written inside ``node`` (attribute names excluded)."""
+def names_in(node: cst.CSTNode, skip: Sequence[Optional[cst.CSTNode]] = ()) -> set[str]:
+    """Every plain name read or written inside ``node`` (attribute names excluded), except
+    inside the nodes in ``skip`` (compared by identity)."""
     found: set[str] = set()
 
     def walk(n: cst.CSTNode) -> None:
+        if any(n is s for s in skip):
+            return
         if isinstance(n, cst.Name):
             found.add(n.value)
             return

@@ -770,23 +770,8 @@ def _is_view(v: cst.CSTNode) -> bool:
 
 
 def _names_outside(func: cst.FunctionDef, node: cst.If, following_return: Optional[cst.CSTNode]) -> set[str]:
-    found: set[str] = set()
-
-    def walk(n: cst.CSTNode) -> None:
-        if n is node or n is following_return:
-            return
-        if isinstance(n, cst.Name):
-            found.add(n.value)
-            return
-        if isinstance(n, cst.Attribute):
-            walk(n.value)
-            return
-        for c in n.children:
-            walk(c)
-
-    walk(func.params)
-    walk(func.body)
-    return found
+    skip = (node, following_return)
+    return A.names_in(func.params, skip) | A.names_in(func.body, skip)
 
 
 def _mutated_names(func: cst.FunctionDef, node: cst.If) -> set[str]:
