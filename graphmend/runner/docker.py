@@ -38,14 +38,12 @@ so the worker speaks exactly the parent's protocol whatever version the image ha
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from graphmend.runner import Job, JobResult, allowed_env
-from graphmend.runner.subprocess import read_response, write_request
+from graphmend.runner.subprocess import job_scratch, read_response, write_request
 
 WORKSPACE = "/workspace"
 SCRATCH = "/scratch"
@@ -97,14 +95,8 @@ class DockerRunner:
         return env
 
     def run(self, job: Job) -> JobResult:
-        own_scratch = job.scratch is None
-        scratch = Path(tempfile.mkdtemp(prefix="graphmend-job-")) if own_scratch else Path(job.scratch)
-        scratch.mkdir(parents=True, exist_ok=True)
-        try:
+        with job_scratch(job) as scratch:
             return self._run(job, scratch)
-        finally:
-            if own_scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
 
     def _run(self, job: Job, scratch: Path) -> JobResult:
         import docker

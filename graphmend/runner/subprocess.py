@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from graphmend.runner import Job, JobResult, allowed_env
 
@@ -27,6 +29,19 @@ def describe_exit(returncode: int) -> str:
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         return f"the worker process was killed by {name}{hint}"
     return f"the worker process exited with code {returncode} before reporting a result"
+
+
+@contextlib.contextmanager
+def job_scratch(job: Job) -> Iterator[Path]:
+    """The job's scratch folder: ``job.scratch`` (created if missing), or a private one removed afterwards."""
+    own_scratch = job.scratch is None
+    scratch = Path(tempfile.mkdtemp(prefix="graphmend-job-")) if own_scratch else Path(job.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        yield scratch
+    finally:
+        if own_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def write_request(scratch: Path, job: Job, root_in_worker: str) -> None:
@@ -60,14 +75,8 @@ class SubprocessRunner:
         self.python = python or sys.executable
 
     def run(self, job: Job) -> JobResult:
-        own_scratch = job.scratch is None
-        scratch = Path(tempfile.mkdtemp(prefix="graphmend-job-")) if own_scratch else Path(job.scratch)
-        scratch.mkdir(parents=True, exist_ok=True)
-        try:
+        with job_scratch(job) as scratch:
             return self._run(job, scratch)
-        finally:
-            if own_scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
 
     def _run(self, job: Job, scratch: Path) -> JobResult:
         root = Path(job.root).resolve()
