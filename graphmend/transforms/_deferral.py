@@ -30,6 +30,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Fix, Safety, fingerprint
 from graphmend.transforms import _boundary as B
+from graphmend.transforms._analysis import dotted
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 
@@ -198,20 +199,12 @@ def imported_names(source: SourceFile, module: str) -> tuple[set[str], dict[str,
         for small in stmt.body:
             if isinstance(small, cst.Import):
                 for alias in small.names:
-                    if _dotted(alias.name) == module:
+                    if dotted(alias.name) == module:
                         modules.add(alias.asname.name.value if alias.asname else module)  # type: ignore[union-attr]
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and _dotted(small.module) == module:
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and dotted(small.module) == module:
                 if isinstance(small.names, cst.ImportStar):
                     continue
                 for alias in small.names:
-                    real = _dotted(alias.name)
+                    real = dotted(alias.name)
                     members[alias.asname.name.value if alias.asname else real] = real  # type: ignore[union-attr]
     return modules, members
-
-
-def _dotted(node: cst.CSTNode) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return _dotted(node.value) + "." + node.attr.value
-    return ""

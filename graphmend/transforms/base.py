@@ -56,6 +56,7 @@ from libcst.metadata import (
 )
 
 from graphmend.model import Category, Decline, Edit, Fix, Safety
+from graphmend.transforms._analysis import dotted
 
 DOC_SECTIONS = (
     "What it does",
@@ -247,9 +248,9 @@ class SourceFile:
                 for small in stmt.body:
                     if isinstance(small, cst.Import):
                         for alias in small.names:
-                            if _dotted(alias.name) == "torch":
+                            if dotted(alias.name) == "torch":
                                 return alias.asname.name.value if alias.asname else "torch"  # type: ignore[union-attr]
-                            if _dotted(alias.name).startswith("torch.") and alias.asname is None:
+                            if dotted(alias.name).startswith("torch.") and alias.asname is None:
                                 return "torch"
         return None
 
@@ -346,14 +347,6 @@ def suppression_covers(line_text: str, code: str) -> bool:
     from graphmend.sources import suppressed
 
     return suppressed(line_text, code)
-
-
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return _dotted(node.value) + "." + node.attr.value
-    return ""
 
 
 def _is_docstring(stmt: cst.CSTNode) -> bool:

@@ -15,7 +15,7 @@ from typing import Optional
 import libcst as cst
 
 from graphmend.transforms import _boundary as B
-from graphmend.transforms._deferral import DeferredCallRule, _dotted, imported_names, keyword, positional
+from graphmend.transforms._deferral import DeferredCallRule, imported_names, keyword, positional
 from graphmend.transforms.base import SourceFile
 
 LEVELS = frozenset({"debug", "info", "warning", "error", "exception", "critical", "fatal", "log"})
@@ -151,8 +151,9 @@ def _logger_names(source: SourceFile) -> set[str]:
         for small in stmt.body:
             if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
                 name = small.targets[0].target.value
-                value = small.value
-                if isinstance(value, cst.Call) and _dotted(value.func).split(".")[-1] in ("getLogger", "get_logger"):
+                func = small.value.func if isinstance(small.value, cst.Call) else None
+                called = func.attr if isinstance(func, cst.Attribute) else func  # getLogger in a.b.getLogger()
+                if isinstance(called, cst.Name) and called.value in ("getLogger", "get_logger"):
                     found[name] = found.get(name, 0) + 1
                 else:
                     found[name] = found.get(name, 0) + 2  # rebound to something else
