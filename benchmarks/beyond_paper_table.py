@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -120,17 +119,6 @@ def run_arm(root: Path, name: str, settings: list[str], out: Path) -> dict:
 # The parent: copy, detect, fix, compare.
 
 
-def copy_modeling_source(subpackage: str, module: str) -> str:
-    import transformers
-
-    path = Path(transformers.__file__).parent / "models" / subpackage / f"{module}.py"
-    text = path.read_text()
-    text = re.sub(r"^(\s*)from \.\.\.(\w)", r"\1from transformers.\2", text, flags=re.M)
-    text = re.sub(r"^(\s*)from \.\.(\w)", r"\1from transformers.models.\2", text, flags=re.M)
-    text = re.sub(r"^(\s*)from \.(\w)", rf"\1from transformers.models.{subpackage}.\2", text, flags=re.M)
-    return text
-
-
 def arm(root: Path, name: str, settings: list[str], tag: str) -> dict:
     out = root / f"out-{tag}.pt"
     cmd = [sys.executable, __file__, "--arm", str(root), name, ",".join(settings), str(out)]
@@ -219,6 +207,8 @@ def compare(a: Path, b: Path) -> str:
 
 
 def model_row(name: str, work: Path) -> dict:
+    from benchmarks.side_effects_table import copy_modeling_source
+
     sub, module, *_ = MODELS[name]
     start = time.time()
     roots = {}
