@@ -79,6 +79,13 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def commit_all(root: Path, message: str) -> str:
+    """Commit everything under ``root`` (``git add -A``) and return the new commit's sha."""
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD")
+
+
 @dataclass
 class PrRepo:
     root: Path
@@ -89,9 +96,7 @@ class PrRepo:
         for rel, text in files.items():
             (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.root / rel).write_text(text)
-        git(self.root, "add", "-A")
-        git(self.root, "commit", "-q", "-m", message)
-        return git(self.root, "rev-parse", "HEAD")
+        return commit_all(self.root, message)
 
 
 @pytest.fixture
@@ -102,14 +107,10 @@ def pr_repo(tmp_path: Path) -> PrRepo:
     (root / "src" / "model.py").write_text(BASE_MODEL)
     (root / "src" / "util.py").write_text(UTIL_BASE)
     git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    base = git(root, "rev-parse", "HEAD")
+    base = commit_all(root, "base")
     git(root, "checkout", "-q", "-b", "feature")
     (root / "src" / "model.py").write_text(HEAD_MODEL)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "head")
-    head = git(root, "rev-parse", "HEAD")
+    head = commit_all(root, "head")
     return PrRepo(root, base, head)
 
 

@@ -12,7 +12,7 @@ from graphmend import baseline
 from graphmend.cli import main
 from graphmend.model import CheckReport, GraphBreak, TargetResult, Category, to_dict
 from graphmend.pr import analyse
-from tests.bot.conftest import git
+from tests.bot.conftest import commit_all, git
 
 MODEL = '''import torch
 
@@ -51,8 +51,7 @@ def make_repo(tmp_path: Path, fail_on: str = "any-break") -> Path:
     (root / "src" / "other.py").write_text(OTHER)
     (root / "graphmend.yml").write_text(f"paths: [src/]\ngate:\n  fail_on: {fail_on}\n")
     git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "existing code")
+    commit_all(root, "existing code")
     return root
 
 
@@ -68,8 +67,7 @@ def test_accepted_breaks_stop_failing_the_gate_and_a_new_one_still_fails(tmp_pat
     # Without a baseline the any-break gate fails on the existing breaks.
     git(root, "checkout", "-q", "-b", "unrelated")
     (root / "README.md").write_text("docs\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "docs")
+    commit_all(root, "docs")
     assert analyse(root, before, "HEAD", cache_dir=None, propose_fixes=False).verdict.passed is False
 
     git(root, "checkout", "-q", "main")
@@ -83,8 +81,7 @@ def test_accepted_breaks_stop_failing_the_gate_and_a_new_one_still_fails(tmp_pat
     # A pull request that adds nothing: the accepted breaks no longer fail the gate.
     git(root, "checkout", "-q", "-b", "docs")
     (root / "README.md").write_text("docs\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "docs")
+    commit_all(root, "docs")
     ok = analyse(root, base, "HEAD", cache_dir=None, propose_fixes=False)
     assert ok.verdict.passed, ok.verdict.headline
     assert {f.baselined for f in ok.review.findings} == {True}
@@ -93,8 +90,7 @@ def test_accepted_breaks_stop_failing_the_gate_and_a_new_one_still_fails(tmp_pat
     git(root, "checkout", "-q", "main")
     git(root, "checkout", "-q", "-b", "feature")
     (root / "src" / "model.py").write_text(NEW_BREAK)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "new branch on data")
+    commit_all(root, "new branch on data")
     bad = analyse(root, base, "HEAD", cache_dir=None, propose_fixes=False)
     assert bad.verdict.passed is False and bad.verdict.new == 1
     [new] = [f for f in bad.review.findings if not f.baselined]
@@ -121,8 +117,7 @@ def test_the_file_is_sorted_stable_and_keeps_where_breaks_were_accepted(tmp_path
     assert code == 0 and out["changed"] is False and path.read_text() == first  # byte-identical re-run
 
     # An unrelated edit moves a break down two lines: the file does not change.
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "baseline")
+    commit_all(root, "baseline")
     (root / "src" / "model.py").write_text("# header\n\n" + MODEL)
     _, out = run_baseline(root, "--reason", "third", capsys=capsys)
     assert out["changed"] is False and path.read_text() == first

@@ -11,7 +11,7 @@ from graphmend.check import check
 from graphmend.cli import main
 from graphmend.config import load_config
 from graphmend.pr import analyse
-from tests.bot.conftest import git
+from tests.bot.conftest import commit_all, git
 
 BASE = '''import torch
 
@@ -58,9 +58,7 @@ def make_pr(tmp_path: Path, *, accept_own_breaks: bool = False) -> tuple[Path, s
     (root / "graphmend.yml").write_text("paths: [src/]\ngate:\n  fail_on: new-breaks\n")
     (root / "graphmend-baseline.json").write_text(json.dumps({"version": 1, "fingerprints": []}))
     git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    base = git(root, "rev-parse", "HEAD")
+    base = commit_all(root, "base")
     (root / "src" / "model.py").write_text(HEAD)
     if accept_own_breaks:
         found = check(load_config(root), dynamic=False)
@@ -70,9 +68,7 @@ def make_pr(tmp_path: Path, *, accept_own_breaks: bool = False) -> tuple[Path, s
         # and switch the gate off, loosen the fix safety, stop the sticky comment
         (root / "graphmend.yml").write_text("paths: [src/]\ngate:\n  fail_on: never\nfix:\n  safety: unsafe\n"
                                             "review:\n  comment: never\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "head")
-    return root, base, git(root, "rev-parse", "HEAD")
+    return root, base, commit_all(root, "head")
 
 
 def test_pr_matches_breaks_and_writes_a_review_post_accepts(tmp_path, capsys):
@@ -186,9 +182,7 @@ def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
     (root / "graphmend.yml").write_text(CONFIG_WITH_TARGET)
     (root / "src" / "model.py").write_text(BASE.replace('        print("old", h.shape)\n', "").replace("model = torch.compile(Model())\n", ""))
     git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base")
-    base = git(root, "rev-parse", "HEAD")
+    base = commit_all(root, "base")
     (root / "src" / "model.py").write_text(HEAD.replace("model = torch.compile(Model())\n", ""))
     git(root, "commit", "-q", "-am", "head")
     head = git(root, "rev-parse", "HEAD")

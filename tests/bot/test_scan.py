@@ -15,7 +15,7 @@ import pytest
 from bot import scan_pr
 from graphmend.cli import main
 from graphmend.config import load_config
-from tests.bot.conftest import REPO_NAME, TOKEN, git
+from tests.bot.conftest import REPO_NAME, TOKEN, commit_all, git
 
 pytestmark = [pytest.mark.xdist_group("test_scan"), pytest.mark.slow]
 
@@ -77,8 +77,7 @@ def origin(tmp_path: Path) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "models")
+    commit_all(root, "models")
     return root
 
 

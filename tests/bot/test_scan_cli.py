@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from bot import scan_pr
 from bot.github_client import GitHubClient
 from graphmend.cli import build_parser, main
-from tests.bot.conftest import REPO_NAME, TOKEN, git
+from tests.bot.conftest import REPO_NAME, TOKEN, commit_all, git
 from tests.github_server.git_data import add_app
 
 STATIC = '''import torch
@@ -38,8 +38,7 @@ def repo(tmp_path: Path) -> Path:
     (root / "src" / "scale.py").write_text(STATIC)
     (root / "graphmend.yml").write_text("paths: [src/]\n")
     git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "code")
+    commit_all(root, "code")
     return root
 
 
