@@ -84,12 +84,15 @@ class _ArmFailed(Exception):
 
 def _aggregate(runs: list[dict[str, Any]], eager: Optional[dict[str, Any]]) -> ArmTiming:
     syncs = [r["cuda_syncs_per_call"] for r in runs if r.get("cuda_syncs_per_call") is not None]
-    throughputs = [r["throughput"] for r in runs if r.get("throughput")]
+    steady = statistics.median(r["steady_s"] for r in runs)
+    items = runs[0].get("batch_size") or 1
     return ArmTiming(
         cold_start_s=statistics.median(r["cold_start_s"] for r in runs),
-        steady_s=statistics.median(r["steady_s"] for r in runs),
+        steady_s=steady,
         steady_min_s=min(r["steady_min_s"] for r in runs),
-        throughput=statistics.median(throughputs) if throughputs else None,
+        # From the aggregated steady state, not a median of per-run rates: with two noisy runs
+        # the mean of 1/x is dominated by the faster run and disagrees with the steady ratio.
+        throughput=items / steady if steady > 0 else None,
         eager_steady_s=eager["steady_s"] if eager else None,
         graph_count=max(r.get("graph_count", 0) for r in runs),
         cuda_syncs_per_call=statistics.median(syncs) if syncs else None,
