@@ -4,7 +4,7 @@ from graphmend.bench.parent import _aggregate
 
 
 def run(steady, batch=4):
-    return {"cold_start_s": 1.0, "steady_s": steady, "steady_min_s": steady, "throughput": batch / steady,
+    return {"cold_start_s": 1.0, "steady_s": steady, "steady_min_s": steady, "throughput": (batch or 1) / steady,
             "batch_size": batch, "graph_count": 1}
 
 
