@@ -17,6 +17,7 @@ GM201 = "GM201"  # print in a compiled region -> deferred
 GM202 = "GM202"  # logging / logger.* (warning_once included) -> deferred
 GM203 = "GM203"  # warnings.warn -> deferred
 GM301 = "GM301"  # raise under a tensor condition -> torch._assert_async
+GM302 = "GM302"  # `if not torch.equal(a, b): raise` -> shape check + in-graph (a == b).all() assertion
 GM401 = "GM401"  # .item()/float()/int() only used in tensor arithmetic -> 0-d tensor
 GM402 = "GM402"  # `a if <tensor> else b` -> torch.where
 GM501 = "GM501"  # Tensor.item() used as a number -> capture_scalar_outputs around every call
@@ -42,6 +43,7 @@ RULES: tuple[RuleInfo, ...] = (
     RuleInfo(GM202, "logging-in-compiled-region", Category.SIDE_EFFECT),
     RuleInfo(GM203, "warning-in-compiled-region", Category.SIDE_EFFECT),
     RuleInfo(GM301, "raise-under-tensor-condition", Category.VALIDATION),
+    RuleInfo(GM302, "tensor-equal-guard", Category.VALIDATION),
     RuleInfo(GM401, "scalar-item-in-tensor-arithmetic", Category.SCALAR),
     RuleInfo(GM402, "conditional-expression-on-tensor", Category.DATA_DEPENDENT_BRANCH),
     RuleInfo(GM501, "compile-config-capture-scalar-outputs", Category.SCALAR),

@@ -44,6 +44,7 @@ _SCALAR_PREFIXES = ("Unsupported Tensor.item()", "Tensor.tolist()", "Unsupported
 _LOGGING = {"logging.Logger method not supported for non-export cases"}
 _CALL_WORDS = ("call", "function", "method", "builtin", "inline", "skipped")
 
+_EQUAL_RE = re.compile(r"aten\.equal\b")
 _PRINT_RE = re.compile(r"builtin operator `print`")
 _WARN_RE = re.compile(r"`_?warnings\.warn(?:_explicit)?`|module: _?warnings, qualname: warn")
 _LOGGING_CALLEE_RE = re.compile(r"`logging\.|module: logging\b")
@@ -100,6 +101,10 @@ def classify(
 
     if gb.startswith(_SCALAR_PREFIXES):
         return _lever_or_none(Category.SCALAR, reason, "a Python scalar read from a tensor; no source rule yet")
+    if gb in _DYNAMIC_SHAPE and _EQUAL_RE.search(reason) and statement == STMT_IF_RAISE:
+        # `if not torch.equal(a, b): raise ...`: Dynamo reports aten.equal as a data-dependent
+        # operator, but as a guard it lowers like any other trap.
+        return _rule(Category.VALIDATION, rules.GM302, "the torch.equal guard can become a shape check plus an in-graph assertion")
     if gb in _DYNAMIC_SHAPE:
         return _lever_or_none(Category.DYNAMIC_SHAPE, reason, "the output shape depends on tensor data; no source rule yet")
     low = gb.lower()

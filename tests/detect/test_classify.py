@@ -15,6 +15,8 @@ WARN_MSG = ("Attempted to call function marked as skipped\n  Explanation: Dynamo
             "`_warnings.warn`.\n  Developer debug context: module: _warnings, qualname: warn, skip reason: cannot determine source file")
 ITEM_MSG = ("Unsupported Tensor.item() call with capture_scalar_outputs=False\n  Hint: Set "
             "`torch._dynamo.config.capture_scalar_outputs = True`")
+EQUAL_MSG = ("Data dependent operator\n  Explanation: Operator `aten.equal.default` has a non-Tensor output whose value is "
+             "dependent on the data of Tensor inputs.\n  Developer debug context: aten.equal.default")
 NONZERO_MSG = ("Dynamic shape operator\n  Hint: Enable tracing of dynamic shape operators with "
                "`torch._dynamo.config.capture_dynamic_output_shape_ops = True`")
 
@@ -33,6 +35,8 @@ NONZERO_MSG = ("Dynamic shape operator\n  Hint: Enable tracing of dynamic shape 
         ("Unsupported Tensor.item() call with capture_scalar_outputs=False", ITEM_MSG, None, Category.SCALAR, None, Lever.CONFIG),
         ("Tensor.tolist() with non-integer tensor", "Explanation: not supported", None, Category.SCALAR, None, Lever.NONE),
         ("Dynamic shape operator", NONZERO_MSG, None, Category.DYNAMIC_SHAPE, None, Lever.CONFIG),
+        ("Data dependent operator", EQUAL_MSG, STMT_IF_RAISE, Category.VALIDATION, rules.GM302, Lever.RULE),
+        ("Data dependent operator", EQUAL_MSG, STMT_IF, Category.DYNAMIC_SHAPE, None, Lever.NONE),
         ("Unsupported method call", "", None, Category.UNSUPPORTED_CALL, None, Lever.NONE),
         ("Assertion failed on symbolic shapes", "", None, Category.OTHER, None, Lever.NONE),
     ],
