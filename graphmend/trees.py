@@ -136,3 +136,37 @@ def tree_copy(root: Path | str) -> Iterator[Path]:
         yield copy_tree(root, tmp / "tree")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _files(root: Path) -> dict[str, Path]:
+    """The files of a tree as ``copy_tree`` sees them: repo-relative path -> path."""
+    root = Path(root).resolve()
+    try:
+        out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        rels = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
+    except TreeError:  # not a git repository (an exported revision, a private copy)
+        rels = []
+        for path in root.rglob("*"):
+            parts = path.relative_to(root).parts
+            if any(p in _SKIP for p in parts) or not (path.is_file() or path.is_symlink()):
+                continue
+            rels.append("/".join(parts))
+    return {rel: root / rel for rel in rels if (root / rel).is_file() or (root / rel).is_symlink()}
+
+
+def changed_files(before: Path | str, after: Path | str) -> list[str]:
+    """The repo-relative files that differ between two trees (added, removed or edited), sorted.
+
+    An empty list means the trees hold the same bytes: there is no source change to verify or
+    to benchmark.
+    """
+    a, b = _files(Path(before)), _files(Path(after))
+    changed = set(a) ^ set(b)
+    for rel in set(a) & set(b):
+        pa, pb = a[rel], b[rel]
+        if pa.is_symlink() or pb.is_symlink():
+            if not (pa.is_symlink() and pb.is_symlink() and pa.readlink() == pb.readlink()):
+                changed.add(rel)
+        elif pa.stat().st_size != pb.stat().st_size or pa.read_bytes() != pb.read_bytes():
+            changed.add(rel)
+    return sorted(changed)

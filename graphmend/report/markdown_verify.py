@@ -52,9 +52,17 @@ def _cell(text: str) -> str:
 # verify
 
 
+def _no_change(report: VerifyReport) -> str:
+    ran = " (the targets ran anyway, as a check of verify itself)" if report.targets else \
+        " (nothing run; --run-unchanged runs the targets anyway)"
+    return f"no source change: the working tree is identical to {report.base}{ran}"
+
+
 def render_verify_text(report: VerifyReport) -> str:
     lines = [f"verify: before = {report.base}, after = the working tree" if report.base != "working tree"
              else "verify: fixes on copies of the working tree"]
+    if report.source_changed is False:
+        lines.append(f"  {_no_change(report)}")
     for t in report.targets:
         env = t.environment
         lines.append(f"  {t.name}: {_verdict(t)}  graphs {_count(t.graphs_before, t.graphs_after)}  "
@@ -64,6 +72,8 @@ def render_verify_text(report: VerifyReport) -> str:
                      f"[torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
         if t.error:
             lines.append(f"    error: {t.error}")
+        for note in t.baseline:
+            lines.append(f"    baseline: {note}")
         for m in t.mismatches:
             where = f" {m.case}" if m.case else ""
             lines.append(f"    {m.kind} ({m.check}{where}): {m.detail}")
@@ -73,7 +83,10 @@ def render_verify_text(report: VerifyReport) -> str:
     for e in report.errors:
         lines.append(f"  error: {e}")
     ok = not report.failed
-    lines.append("result: " + ("every target equivalent" if ok else "verification FAILED"))
+    if report.source_changed is False and not report.targets:
+        lines.append("result: no source change")
+    else:
+        lines.append("result: " + ("every target equivalent" if ok else "verification FAILED"))
     return "\n".join(lines) + "\n"
 
 
@@ -82,6 +95,10 @@ def render_verify_markdown(report: VerifyReport) -> str:
     base = "the working tree with the fixes applied" if report.base == "working tree" else f"`{report.base}` → working tree"
     out.append(f"Before → after: {base}{' (gradients compared)' if report.grad else ''}.")
     out.append("")
+    if report.source_changed is False:
+        out += [f"**{_no_change(report).replace('--run-unchanged', '`--run-unchanged`')}.**", ""]
+        if not report.targets:
+            return "\n".join(out) + "\n"
     out.append("| target | verdict | graphs | breaks | cases | max abs err (eager / compiled) | environment |")
     out.append("|---|---|---|---|---|---|---|")
     for t in report.targets:
@@ -90,6 +107,10 @@ def render_verify_markdown(report: VerifyReport) -> str:
                    f"{_count(t.breaks_before, t.breaks_after)} | {t.cases} | "
                    f"{_err(t.max_abs_error_eager)} / {_err(t.max_abs_error_compiled)} | "
                    f"torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend} |")
+    notes = [(t, note) for t in report.targets for note in t.baseline]
+    if notes:
+        out.append("")
+        out += [f"- `{_cell(t.name)}` baseline: {_cell(note)}" for t, note in notes]
     problems = [(t, m) for t in report.targets for m in t.mismatches]
     errors = [t for t in report.targets if t.error]
     if problems or errors:

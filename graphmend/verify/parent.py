@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from graphmend.config import Config, ConfigError, TargetConfig
 from graphmend.model import Environment, Fix, TargetResult
 from graphmend.runner import Job, Runner, get_runner
-from graphmend.trees import apply_edits_to_tree, copy_tree, tree_at
+from graphmend.trees import apply_edits_to_tree, changed_files, copy_tree, tree_at
 from graphmend.verify.compare import ArmData, compare_arms, load_tensors
 from graphmend.verify.results import FixVerdict, Mismatch, TargetVerification, VerifyReport
 from graphmend.verify.worker import INPUTS_IN, INPUTS_OUT, OUTPUTS, STATE_IN, STATE_OUT
@@ -99,6 +99,8 @@ class _ArmRunner:
             if feed is None and wanted is not None:
                 _feed(first_scratch, scratch)
                 extra = {"load_state": True}
+            # The original runs each case twice eagerly: its own nondeterminism is the baseline.
+            extra["repeat"] = feed is None
             result = self._job(root, scratch, label, cases=wanted, **extra)
             if not result.ok:
                 return None, f"{label}: {result.error}", first_scratch, info
@@ -121,13 +123,17 @@ class _ArmRunner:
             for modes in modes_sets:
                 scratch = self._scratch(f"{label}-case{index}")
                 _feed(feed, scratch)
-                result = self._job(root, scratch, f"{label}, case {index}", cases=[index], modes=modes, load_state=True, stop_on_error=False)
+                # The original's repeated eager run is redone from the same fresh state.
+                result = self._job(root, scratch, f"{label}, case {index}", cases=[index], modes=modes, load_state=True,
+                                   stop_on_error=False, repeat=label == "before")
                 if not result.ok:
                     return f"{label}: case {index}: {result.error}"
+                ran: set[str] = set()
                 for case in (result.data or {}).get("cases", []):
                     data.cases.setdefault(case["index"], case)["modes"].update(case["modes"])
+                    ran |= set(case["modes"])
                 fresh = load_tensors(scratch / OUTPUTS)
-                for mode in modes:
+                for mode in ran:
                     prefix = f"{index}/{mode}/"
                     for key in [k for k in data.tensors if k.startswith(prefix)]:
                         del data.tensors[key]
@@ -191,7 +197,8 @@ def _verify_target(arms: _ArmRunner, before: _Before, after_root: Path, after_la
         problem = arms.rerun_failing(after, after_root, after_label, before.scratch, failing)
         if problem:
             return TargetVerification(name=target.name, ok=False, error=problem, environment=env)
-    mismatches, eager_stats, compiled_stats = compare_arms(before.data, after, rtol=target.rtol, atol=target.atol)
+    comparison = compare_arms(before.data, after, rtol=target.rtol, atol=target.atol)
+    mismatches, eager_stats, compiled_stats = comparison.mismatches, comparison.eager, comparison.compiled
     state = (info or {}).get("state") or {}
     for key, what in (("missing", "missing from"), ("unexpected", "not in"), ("shape_mismatch", "with another shape in")):
         if state.get(key):
@@ -210,6 +217,9 @@ def _verify_target(arms: _ArmRunner, before: _Before, after_root: Path, after_la
         max_abs_error_compiled=compiled_stats.max_abs,
         max_rel_error_compiled=compiled_stats.max_rel,
         mismatches=tuple(mismatches),
+        baseline=tuple(comparison.baseline),
+        baseline_spread_eager=comparison.spread_eager,
+        baseline_spread_compiled=comparison.spread_compiled,
         environment=env,
         duration_s=time.monotonic() - started,
     )
@@ -249,12 +259,22 @@ def _with_breaks(config: Config, results: list[TargetVerification], before_root:
 
 
 def verify(config: Config, target_names: Optional[Iterable[str]] = None, *, base: str = "HEAD", grad: bool = False,
-           runner: Optional[Runner] = None, progress: Progress = None, count_breaks: bool = True) -> VerifyReport:
-    """Prove the working tree computes what the tree at ``base`` computes, target by target."""
+           runner: Optional[Runner] = None, progress: Progress = None, count_breaks: bool = True,
+           run_unchanged: bool = False) -> VerifyReport:
+    """Prove the working tree computes what the tree at ``base`` computes, target by target.
+
+    The two trees are compared first: when they hold the same bytes there is no source change
+    and nothing runs (``run_unchanged`` runs the targets anyway, a check of verify itself).
+    """
     targets = select_targets(config, target_names)
-    runner = runner or get_runner(config)
     results: list[TargetVerification] = []
     with tree_at(config.root, base) as before_root, tempfile.TemporaryDirectory(prefix="graphmend-verify-") as work:
+        changed = tuple(changed_files(before_root, config.root))
+        if not changed:
+            _say(progress, f"verify: no source change: the working tree is identical to {base}")
+            if not run_unchanged:
+                return VerifyReport(base=base, grad=grad, source_changed=False)
+        runner = runner or get_runner(config)
         for target in targets:
             _say(progress, f"verify: {target.name}: running the tree at {base} and the working tree")
             arms = _ArmRunner(config, target, runner, grad, Path(work) / target.name)
@@ -264,7 +284,7 @@ def verify(config: Config, target_names: Optional[Iterable[str]] = None, *, base
             results.append(result)
         if count_breaks:
             results = _with_breaks(config, results, before_root, config.root, progress)
-    return VerifyReport(base=base, targets=tuple(results), grad=grad)
+    return VerifyReport(base=base, targets=tuple(results), grad=grad, source_changed=bool(changed), changed_files=changed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,4 +358,77 @@ def verify_fixes(config: Config, fixes: Sequence[Fix], target_names: Optional[It
             final_tree = config.root
         if count_breaks and final_tree is not None:
             final = _with_breaks(config, final, config.root, final_tree, progress)
+    return VerifyReport(base="working tree", targets=tuple(final), fixes=tuple(verdicts[i] for i in sorted(verdicts)), grad=grad)
+
+
+def verify_edits(config: Config, base_root: Path, fixes: Sequence[Fix], target_names: Optional[Iterable[str]] = None, *,
+                 grad: bool = False, runner: Optional[Runner] = None, progress: Progress = None) -> VerifyReport:
+    """The fix loop's check before it writes: ``fixes`` (edits in the line numbers of the tree at
+    ``base_root``) verified together on a copy of that tree; only when they fail together are
+    they split in halves, down to the fixes that fail, which are withdrawn.
+
+    A fix also fails when the targets compile more often with it (more recompilations than
+    the tree at ``base_root``). The report's ``targets`` describe the tree with the kept fixes
+    (or ``base_root`` itself when none is kept); ``fixes`` has a verdict per fix, in order.
+    """
+    targets = select_targets(config, target_names)
+    runner = runner or get_runner(config)
+    verdicts: dict[int, FixVerdict] = {}
+    with tempfile.TemporaryDirectory(prefix="graphmend-round-") as work_s:
+        work = Path(work_s)
+        arms = {t.name: _ArmRunner(config, t, runner, grad, work / "runs" / t.name) for t in targets}
+        before = {name: _run_before(a, base_root) for name, a in arms.items()}
+        runs = 0
+
+        def check(chosen: Sequence[int]) -> tuple[Optional[str], list[TargetVerification]]:
+            nonlocal runs
+            runs += 1
+            tree = work / "trees" / f"v{runs}"
+            copy_tree(base_root, tree)
+            try:
+                apply_edits_to_tree(tree, [e for i in chosen for e in fixes[i].edits])
+            except Exception as exc:  # noqa: BLE001 - EditConflict, a missing file: the fixes do not apply
+                return f"does not apply: {exc}", []
+            results = [_verify_target(arms[t.name], before[t.name], tree, f"v{runs}") for t in targets]
+            bad = [r for r in results if not r.ok]
+            if bad:
+                return _summary(bad[0]), results
+            for r in results:
+                if (r.recompiles_after or 0) > (r.recompiles_before or 0):
+                    return f"{r.name}: more recompilations ({r.recompiles_before} -> {r.recompiles_after})", results
+            return None, results
+
+        def settle(group: list[int]) -> tuple[list[int], list[TargetVerification]]:
+            _say(progress, f"verify: {len(group)} fix(es) together" if len(group) > 1 else
+                 f"verify: {fixes[group[0]].rule} at {fixes[group[0]].file}:{fixes[group[0]].line}")
+            problem, results = check(group)
+            if problem is None:
+                for i in group:
+                    verdicts[i] = FixVerdict(fixes[i].fingerprint, fixes[i].rule, fixes[i].file, fixes[i].line, ok=True,
+                                             alone=len(group) == 1, together=None if len(group) == 1 else True)
+                return group, results
+            if len(group) == 1:
+                i = group[0]
+                verdicts[i] = FixVerdict(fixes[i].fingerprint, fixes[i].rule, fixes[i].file, fixes[i].line, ok=False,
+                                         alone=False, reason=problem)
+                return [], results
+            half = len(group) // 2
+            left, left_results = settle(group[:half])
+            right, right_results = settle(group[half:])
+            if not left or not right:
+                return (left, left_results) if left else (right, right_results)
+            kept = left + right
+            problem, results = check(kept)
+            if problem is not None:  # each half passes, not both: which is to blame is not known
+                for i in kept:
+                    verdicts[i] = dataclasses.replace(verdicts[i], ok=False, together=False,
+                                                      reason=f"fails together with the other fixes: {problem}")
+                return [], results
+            return kept, results
+
+        kept, final = settle(list(range(len(fixes)))) if fixes else ([], [])
+        if not kept:
+            final = [TargetVerification(name=t.name, ok=before[t.name].error is None, error=before[t.name].error,
+                                        cases=len(before[t.name].data.cases) if before[t.name].data else 0,
+                                        environment=_environment(before[t.name].info, t)) for t in targets]
     return VerifyReport(base="working tree", targets=tuple(final), fixes=tuple(verdicts[i] for i in sorted(verdicts)), grad=grad)

@@ -17,9 +17,11 @@ class Mismatch:
     """One way the "after" tree behaved differently from the "before" tree.
 
     ``kind``: ``output`` (values), ``grad``, ``structure`` (different outputs or keys),
-    ``stdout``, ``log``, ``warning``, ``exception``, ``state`` (state_dict keys differ).
+    ``stdout``, ``stderr``, ``log``, ``warning``, ``order`` (the same streams, interleaved
+    otherwise), ``exception``, ``input`` (an argument written in place differently), ``state``
+    (module state after the call, or state_dict keys that differ).
     ``check``: ``eager`` (eager after vs eager before, tight) or ``compiled`` (compiled after
-    vs eager before, within the dtype's tolerances).
+    vs compiled before, within the dtype's tolerances).
     """
 
     kind: str
@@ -47,6 +49,11 @@ class TargetVerification:
     max_abs_error_compiled: float = 0.0
     max_rel_error_compiled: float = 0.0
     mismatches: tuple[Mismatch, ...] = ()
+    # The original's own behaviour the rewrite was judged against, one line each: two eager
+    # runs that differ (dropout, random re-initialisation), eager vs compiled differences.
+    baseline: tuple[str, ...] = ()
+    baseline_spread_eager: float = 0.0  # max abs difference between two eager runs of the original
+    baseline_spread_compiled: float = 0.0  # max abs difference between the original's compiled and eager runs
     error: Optional[str] = None  # the target could not run (then ``ok`` is False)
     environment: Environment = field(default_factory=Environment)
     duration_s: float = 0.0
@@ -75,6 +82,10 @@ class VerifyReport:
     fixes: tuple[FixVerdict, ...] = ()
     grad: bool = False
     errors: tuple[str, ...] = ()
+    # None: not compared (verify_fixes); False: the two trees hold the same bytes, so there is
+    # nothing to verify (the targets run only when asked, as a check of verify itself)
+    source_changed: Optional[bool] = None
+    changed_files: tuple[str, ...] = ()  # repo-relative files that differ, before -> after
     version: int = SCHEMA_VERSION
 
     @property

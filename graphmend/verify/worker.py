@@ -11,8 +11,12 @@ One call of ``verify_task`` is one *arm* (the tree before or after a fix):
    inputs, the "after" arm loads both, so the two arms see the same weights and inputs;
 2. for each input case (the factory's example inputs, then the config's ``inputs`` list), call
    the target eagerly and through ``torch.compile`` (the target's backend, behind a counting
-   wrapper so the graph count comes back too), capturing outputs (flattened), stdout, log
-   records and warnings, or the exception raised;
+   wrapper so the graph count comes back too), capturing outputs (flattened), stdout, stderr,
+   log records and warnings and the order they were written in, or the exception raised; and,
+   also after an exception, the arguments the call wrote in place and the module state it
+   changed (``graphmend.verify.observe``). The "before" arm runs each eager call twice from the
+   same state and seed (mode ``repeat``): where the two differ, the original is not
+   deterministic and the parent judges the rewrite against that spread;
 3. with ``grad``, back-propagate the sum of the floating outputs and keep the gradients.
 
 A call that raises may have written state (a buffer, a counter) before raising, and on CUDA
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from graphmend.targets import call_factory, load_target, resolve_entry, with_dynamo_config
+from graphmend.verify.observe import changed_state, flatten, restore, snapshot, state_owner, state_signature, written_inputs
 from graphmend.worker import TaskError
 
 STATE_OUT = "state_out.pt"
@@ -77,8 +82,9 @@ class _RecordCollector:
     ``warning_once`` included, are exactly the side effects a rewrite must preserve.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, order: list[str]) -> None:
         self.records: list[dict[str, Any]] = []
+        self.order = order
         self._original: Any = None
 
     def __enter__(self) -> "_RecordCollector":
@@ -101,6 +107,7 @@ class _RecordCollector:
         # runs by design; they are not the user's side effects.
         if record.name == "torch" or record.name.startswith("torch."):
             return
+        _note(self.order, "log")
         self.records.append({
             "message": record.getMessage(),
             "level": record.levelname,
@@ -126,22 +133,53 @@ def _torch_dir() -> str:
     return os.path.dirname(torch.__file__)
 
 
+class _Stream(io.StringIO):
+    """A captured text stream that also notes, in ``order``, when it was written."""
+
+    def __init__(self, name: str, order: list[str]):
+        super().__init__()
+        self.name, self.order = name, order
+
+    def write(self, text: str) -> int:
+        if text:
+            _note(self.order, self.name)
+        return super().write(text)
+
+
+def _note(order: list[str], kind: str) -> None:
+    """Append ``kind`` to the interleaving of the streams (consecutive writes count once)."""
+    if not order or order[-1] != kind:
+        order.append(kind)
+
+
 @contextlib.contextmanager
 def _capture():
-    """stdout text, log records and warnings produced inside the block, in order."""
-    out = io.StringIO()
-    collector = _RecordCollector().__enter__()
+    """stdout and stderr text, log records and warnings produced inside the block, and the
+    order in which these streams were written (``order``: e.g. ``["stdout", "log", "stdout"]``)."""
+    order: list[str] = []
+    out, err = _Stream("stdout", order), _Stream("stderr", order)
+    collector = _RecordCollector(order).__enter__()
     torch_dir = _torch_dir()
-    captured: dict[str, Any] = {"stdout": "", "logs": collector.records, "warnings": []}
+    captured: dict[str, Any] = {"stdout": "", "stderr": "", "logs": collector.records, "warnings": [], "order": order}
     try:
         # record=True keeps the default filters (and so the once-per-location registry), which
         # is what a deferred ``warnings.warn`` must reproduce.
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            append = warnings._showwarnmsg_impl  # type: ignore[attr-defined]
+
+            def show(message: Any) -> None:
+                if not str(message.filename).startswith(torch_dir):
+                    _note(order, "warning")
+                append(message)
+
+            # catch_warnings restores the original on exit.
+            warnings._showwarnmsg_impl = show  # type: ignore[attr-defined]
             yield captured
     finally:
         collector.__exit__()
         sys.stdout.flush()
         captured["stdout"] = out.getvalue()
+        captured["stderr"] = err.getvalue()
         captured["warnings"] = [
             {"category": w.category.__name__, "message": str(w.message), "filename": repo_relative(str(w.filename)), "lineno": w.lineno}
             for w in (caught if "caught" in locals() else [])
@@ -151,40 +189,7 @@ def _capture():
 
 
 # --------------------------------------------------------------------------------------------
-# Flattening outputs
-
-
-def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
-    """(path, leaf) pairs for tensors and plain values inside tuples, dicts, dataclasses.
-
-    Hugging Face ``ModelOutput`` is an ``OrderedDict`` subclass whose ``None`` fields are
-    absent from ``items()``, so it flattens like the dict it is.
-    """
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [(prefix, value)]
-    if isinstance(value, dict):
-        out: list[tuple[str, Any]] = []
-        for key, item in value.items():
-            out.extend(flatten(item, f"{prefix}[{key!r}]"))
-        return out
-    if isinstance(value, (tuple, list)):
-        out = []
-        for i, item in enumerate(value):
-            out.extend(flatten(item, f"{prefix}[{i}]"))
-        return out
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = []
-        for f in dataclasses.fields(value):
-            out.extend(flatten(getattr(value, f.name), f"{prefix}.{f.name}"))
-        return out
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return [(prefix, value)]
-    if isinstance(value, (torch.dtype, torch.device, torch.Size)):
-        return [(prefix, str(value))]
-    # Anything else is compared by its type only: its repr usually carries an address.
-    return [(prefix, f"<{type(value).__module__}.{type(value).__qualname__}>")]
+# Exceptions
 
 
 def _exception_info(exc: BaseException) -> dict[str, str]:
@@ -325,6 +330,8 @@ def _call(arm: _Arm, mode: str, index: int, args: tuple, kwargs: dict, grad: boo
     # mode then draws the same numbers.
     _seed_everything(arm.seed + 1000 + index)
     result: dict[str, Any] = {"ok": True, "exception": None, "values": {}, "tensors": []}
+    owner = state_owner(arm.loaded.fn)
+    state_before = state_signature(owner) if owner is not None else {}
     started = time.perf_counter()
     with _capture() as captured:
         try:
@@ -340,7 +347,18 @@ def _call(arm: _Arm, mode: str, index: int, args: tuple, kwargs: dict, grad: boo
     if arm.loaded.device == "cuda" and result["ok"]:
         torch.cuda.synchronize()
     result["duration_s"] = time.perf_counter() - started
-    result.update(stdout=captured["stdout"], logs=captured["logs"], warnings=captured["warnings"])
+    result.update(stdout=captured["stdout"], stderr=captured["stderr"], logs=captured["logs"], warnings=captured["warnings"],
+                  order=captured["order"])
+
+    def keep(kind: str) -> Any:
+        def store(path: str, value: Any) -> None:
+            tensors[f"{index}/{mode}/{kind}:{path}"] = value.detach().to("cpu").clone().contiguous()
+        return store
+
+    # What the call wrote besides its outputs, also when it raised: the arguments it was given
+    # and the module's state.
+    result["inputs"] = written_inputs((args, kwargs), (call_args, call_kwargs), keep("input"))
+    result["state"] = changed_state(owner, state_before, keep("state")) if owner is not None else {}
     if result["ok"]:
         for path, leaf in flatten(output):
             if isinstance(leaf, torch.Tensor):
@@ -366,7 +384,9 @@ def verify_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     ``target`` (a TargetConfig as a dict), ``seed``, ``grad``, ``modes`` (``["eager",
     "compiled"]``), ``cases`` (indices to run, or null for all), ``save_state`` /
     ``load_state`` / ``save_inputs`` (exchange with the other arm through the scratch folder),
-    ``stop_on_error`` (CUDA: an exception may have poisoned the process).
+    ``stop_on_error`` (CUDA: an exception may have poisoned the process), ``repeat`` (run the
+    eager call of each case twice from the same state and seed, as mode ``repeat``: the
+    original's own nondeterminism).
     """
     import torch
 
@@ -386,7 +406,19 @@ def verify_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         entry: dict[str, Any] = {"index": index, "source": source, "modes": {}}
         results.append(entry)
         for mode in modes:
+            repeat = mode == "eager" and payload.get("repeat") and state_owner(arm.loaded.fn) is not None
+            saved = snapshot(state_owner(arm.loaded.fn)) if repeat else None
             entry["modes"][mode] = outcome = _call(arm, mode, index, args, kwargs, grad, tensors)
+            if repeat and saved is not None:
+                # The same call again from the same state and seed: where it differs, the
+                # original itself is not deterministic, and a rewrite is judged against that.
+                owner = state_owner(arm.loaded.fn)
+                after_first = snapshot(owner)
+                restore(owner, saved)
+                entry["modes"]["repeat"] = _call(arm, "repeat", index, args, kwargs, grad, tensors)
+                restore(owner, after_first)
+            elif mode == "eager" and payload.get("repeat"):
+                entry["modes"]["repeat"] = _call(arm, "repeat", index, args, kwargs, grad, tensors)
             if not outcome["ok"]:
                 if payload.get("stop_on_error"):
                     stopped_at = index

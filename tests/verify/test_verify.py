@@ -79,3 +79,31 @@ def test_changed_print_exception_type_log_site_and_weights_are_caught(make_repo)
     # Renamed parameters cannot take the original's weights: reported, not hidden.
     state = " ".join(m.detail for m in target.mismatches if m.kind == "state")
     assert "fc.weight" in state and "proj.weight" in state
+
+
+def test_verify_edits_checks_fixes_together_and_bisects_only_on_failure(make_repo):
+    from graphmend.verify import verify_edits
+
+    root = make_repo(files())
+    config = load_config(root)
+    line = MODEL.splitlines().index('        print("toy forward")') + 1
+    same_print = Fix(rule="GM201", title="same print", safety=Safety.SAFE, file="pkg/model.py", line=line, fingerprint="print",
+                     edits=(Edit(file="pkg/model.py", start_line=line, end_line=line, old_text='        print("toy forward")\n',
+                                 new_text='        print("toy " + "forward")\n'),))
+    swapped = branch_fix(SWAPPED, "swapped")
+    progress: list[str] = []
+    report = verify_edits(config, root, [same_print, swapped], progress=progress.append)
+    validate("verify", to_dict(report))
+    keep, wrong = report.fixes
+    assert keep.ok and keep.fingerprint == "print"
+    assert not wrong.ok and "output differs" in wrong.reason
+    # together first; on failure each half alone; nothing more
+    assert [p for p in progress if p.startswith("verify: ") and ("together" in p or " at " in p)] == [
+        "verify: 2 fix(es) together", f"verify: GM201 at pkg/model.py:{line}", f"verify: GM101 at pkg/model.py:{swapped.line}"]
+    (target,) = report.targets  # the tree with the kept fix
+    assert target.ok and not target.mismatches
+
+    # All passing: one run, no bisection.
+    progress.clear()
+    report = verify_edits(config, root, [same_print], progress=progress.append)
+    assert [f.ok for f in report.fixes] == [True] and sum("verify: " in p for p in progress) == 1
