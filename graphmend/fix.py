@@ -3,9 +3,14 @@
 With targets (dynamic mode) Dynamo's own breaks are the ground truth: each break (file:line) is
 routed to the rules that handle it, the fixes allowed by the safety threshold and
 ``select``/``ignore`` are applied to a COPY of the tree, the targets run again on the copy, and
-this repeats until nothing changes (at most ``MAX_ROUNDS``). A round after which a target fails
-or has more breaks than before is rolled back and its fixes are reported as failed. Only then
-are the changed files written to the real tree (or shown as a unified diff).
+this repeats until nothing changes (at most ``MAX_ROUNDS``). The loop never makes a target
+worse: a round after which a target fails, or has more breaks or more graphs than before, is
+rolled back (its fixes are reported as failed, with the reason). Then ``verify`` runs the
+round's fixes together against the tree before the round (outputs, gradients-free, exceptions,
+arguments written in place, module state, streams; eager and compiled) and, only when they
+fail, splits them in halves down to the fixes that fail: those are withdrawn (reported, never
+written), as are fixes that make a target recompile more often. Only then are the changed
+files written to the real tree (or shown as a unified diff).
 
 Without a target (static mode) the candidates come from reading the source; nothing was run, so
 they are applied only with ``unsafe`` and are reported as unverified.
@@ -69,6 +74,8 @@ class FixReport:
     declined: tuple[Decline, ...] = ()
     failed: tuple[Failure, ...] = ()
     suppressed: tuple[Suppressed, ...] = ()
+    withdrawn: tuple[Failure, ...] = ()  # fixes verify found to change the program (never written)
+    rolled_back: tuple[str, ...] = ()  # "round N: why" for each round undone
     changes: tuple[FileChange, ...] = ()
     patches: tuple[FileChange, ...] = ()  # fixes in files outside `paths`, never applied
     remaining: tuple[GraphBreak, ...] = ()  # breaks left after the fixes
@@ -96,11 +103,13 @@ def apply_fixes(
     write: bool = True,
     progress: Optional[Progress] = None,
     runner: object = None,
+    verify: bool = True,
 ) -> FixReport:
-    """Fix what can be fixed; see the module docstring. ``paths`` narrows the files edited."""
+    """Fix what can be fixed; see the module docstring. ``paths`` narrows the files edited.
+    ``verify=False`` skips running ``verify`` on each round (breaks are still re-detected)."""
     threshold = Safety.UNSAFE if unsafe or config.fix.safety == "unsafe" else Safety.SAFE
     if target_names or (config.targets and target_names is None):
-        return _dynamic(config, paths, target_names, threshold, write, progress, runner)
+        return _dynamic(config, paths, target_names, threshold, write, progress, runner, verify)
     return _static(config, paths, threshold, write, progress)
 
 
@@ -171,7 +180,12 @@ def _fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleConte
 # Dynamic mode
 
 
-def _dynamic(config, paths, target_names, threshold, write, progress, runner) -> FixReport:
+def _write_file(path: Path, text: str) -> None:
+    """The one place that writes a fixed file into the user's tree."""
+    path.write_text(text, encoding="utf-8")
+
+
+def _dynamic(config, paths, target_names, threshold, write, progress, runner, verify=True) -> FixReport:
     from graphmend.detect.dynamic import detect_targets
 
     names = list(target_names) if target_names else [t.name for t in config.targets]
@@ -193,6 +207,8 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
         suppressed: dict[tuple, Suppressed] = {}
         errors: list[FileError] = []
         patches: dict[str, FileChange] = {}
+        withdrawn: dict[str, Failure] = {}  # by fingerprint: not proposed again in later rounds
+        rolled_back: list[str] = []
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):
             breaks = [b for t in current if not t.error for b in t.breaks]
@@ -213,25 +229,41 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
                 for s in result.suppressed:
                     suppressed[(s.file, s.line, s.rule)] = s
                 failed.extend(result.failed)
-                if not result.changed:
+                fixes = [f for f in result.applied if f.fingerprint not in withdrawn]
+                text = result.text if len(fixes) == len(result.applied) else _apply(result.original, fixes)
+                if text == result.original:
                     continue
                 if not config.is_in_paths(rel):
                     # Never edited: the fix goes to the report as a patch.
-                    patches.setdefault(rel, FileChange(rel, _diff(rel, result.original, result.text),
-                                                       tuple(f.rule for f in result.applied), outside_paths=True))
+                    patches.setdefault(rel, FileChange(rel, _diff(rel, result.original, text),
+                                                       tuple(f.rule for f in fixes), outside_paths=True))
                     continue
                 originals.setdefault(rel, result.original)
                 changed[rel] = result.original
-                (copy / rel).write_text(result.text, encoding="utf-8")
-                round_fixes.extend(result.applied)
+                (copy / rel).write_text(text, encoding="utf-8")
+                round_fixes.extend(fixes)
             if not changed:
                 break
             _say(progress, f"round {rounds}: {len(round_fixes)} fix(es) applied; re-detecting")
             after = detect_targets(config, names, root=copy, runner=runner)
             regressed = _regressed(current, after)
+            if not regressed and verify:
+                kept, lost = _verify_round(config, names, copy, changed, round_fixes, tmp / f"round{rounds}", runner, progress)
+                for f, why in lost:
+                    withdrawn[f.fingerprint] = Failure(f.rule, f.file, f.line, f"withdrawn: {why}")
+                if lost:
+                    for rel, old in changed.items():
+                        (copy / rel).write_text(_apply(old, [f for f in kept if f.file == rel]), encoding="utf-8")
+                    round_fixes = kept
+                    if not kept:
+                        continue  # the tree is as before the round; the withdrawn fixes are not proposed again
+                    after = detect_targets(config, names, root=copy, runner=runner)
+                    regressed = _regressed(current, after)
             if regressed:
                 for rel, old in changed.items():
                     (copy / rel).write_text(old, encoding="utf-8")
+                rolled_back.append(f"round {rounds}: {regressed}")
+                _say(progress, f"round {rounds} rolled back: {regressed}")
                 failed.extend(Failure(f.rule, f.file, f.line, f"rolled back: {regressed}") for f in round_fixes)
                 break
             applied.extend(round_fixes)
@@ -245,7 +277,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
                 continue
             written = False
             if write:
-                (config.root / rel).write_text(new, encoding="utf-8")
+                _write_file(config.root / rel, new)
                 written = True
             changes.append(FileChange(rel, _diff(rel, old, new), tuple(f.rule for f in applied if f.file == rel), written=written))
         summaries = tuple(
@@ -266,6 +298,8 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
             declined=tuple(v for k, v in sorted(declined.items()) if _still_there(v, live, applied)),
             failed=tuple(failed),
             suppressed=tuple(v for _, v in sorted(suppressed.items())),
+            withdrawn=tuple(sorted(withdrawn.values(), key=lambda w: (w.file, w.line, w.rule))),
+            rolled_back=tuple(rolled_back),
             changes=tuple(changes),
             patches=tuple(v for _, v in sorted(patches.items())),
             remaining=remaining,
@@ -282,13 +316,49 @@ def _still_there(d: Decline, live: set, applied: Sequence[Fix]) -> bool:
 
 
 def _regressed(before: Sequence[TargetResult], after: Sequence[TargetResult]) -> str:
-    """Why a round must be undone: a target now fails, or has more breaks than before."""
+    """Why a round must be undone: a target now fails, or has more breaks or more graphs than
+    before (fewer breaks but more graphs, as a rewrite that moves a break into a loop gives, is
+    not an improvement)."""
     for b, a in zip(before, after):
         if a.error and not b.error:
             return f"target {a.name} failed after the rewrite: {a.error.splitlines()[0] if a.error else ''}"
-        if not a.error and not b.error and a.break_count > b.break_count:
+        if a.error or b.error:
+            continue
+        if a.break_count > b.break_count:
             return f"target {a.name} has more breaks after the rewrite ({b.break_count} -> {a.break_count})"
+        # -1: a frame was skipped, the count is unknown
+        if a.graph_count >= 0 and b.graph_count >= 0 and a.graph_count > b.graph_count:
+            return (f"target {a.name} has more graphs after the rewrite ({b.graph_count} -> {a.graph_count}, "
+                    f"breaks {b.break_count} -> {a.break_count})")
     return ""
+
+
+def _apply(text: str, fixes: Sequence[Fix]) -> str:
+    from graphmend.transforms.engine import apply_edits
+
+    return apply_edits(text, [e for f in fixes for e in f.edits])
+
+
+def _verify_round(config, names, copy: Path, changed: dict[str, str], fixes: Sequence[Fix], base: Path, runner,
+                  progress) -> tuple[list[Fix], list[tuple[Fix, str]]]:
+    """Run ``verify`` on a round's fixes against the tree before the round: (kept, withdrawn
+    with the reason). The fixes' edits are in the line numbers of that tree."""
+    from graphmend.verify import parent
+
+    shutil.copytree(copy, base)
+    for rel, old in changed.items():
+        (base / rel).write_text(old, encoding="utf-8")
+    _say(progress, f"verifying {len(fixes)} fix(es) before writing")
+    try:
+        report = parent.verify_edits(config, base, list(fixes), names, runner=runner, progress=progress)
+    except Exception as exc:  # noqa: BLE001 - a fix that cannot be verified is not written
+        reason = f"could not verify: {type(exc).__name__}: {exc}".splitlines()[0]
+        return [], [(f, reason) for f in fixes]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    kept = [f for f, v in zip(fixes, report.fixes) if v.ok]
+    lost = [(f, f"verify: {v.reason}") for f, v in zip(fixes, report.fixes) if not v.ok]
+    return kept, lost
 
 
 # ------------------------------------------------------------------------------------------
@@ -328,7 +398,7 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
         if result.changed:
             written = False
             if write and config.is_in_paths(rel):
-                (config.root / rel).write_text(result.text, encoding="utf-8")
+                _write_file(config.root / rel, result.text)
                 written = True
             changes.append(FileChange(rel, _diff(rel, result.original, result.text),
                                       tuple(f.rule for f in result.applied), written=written))

@@ -2,7 +2,7 @@
 
 Rewrites the fixable graph breaks in place (or prints the unified diff with ``--diff``). With
 targets in the configuration (or ``--target``) every fix is re-detected on a copy of the tree
-before anything is written; without one, static candidates are applied only with
+and verified (``--no-verify`` skips that) before anything is written; without one, static candidates are applied only with
 ``--unsafe-fixes`` and are reported as unverified.
 
 Exit codes: 0 nothing left to fix (or everything fixed); 1 findings remain (declined, unsafe
@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--diff", action="store_true", help="print the unified diff instead of writing the files")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes marked unsafe (and unverified static candidates)")
     parser.add_argument("--static", action="store_true", help="ignore the targets: fix static candidates (needs --unsafe-fixes)")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="do not run verify on each round's fixes before writing (faster; breaks and graphs are "
+                             "still re-detected, and a round that makes a target worse is still rolled back)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"graphmend fix: {message}", file=sys.stderr)
 
-    report = apply_fixes(config, args.paths or None, targets, unsafe=args.unsafe_fixes, write=not args.diff, progress=progress)
+    report = apply_fixes(config, args.paths or None, targets, unsafe=args.unsafe_fixes, write=not args.diff, progress=progress,
+                         verify=not args.no_verify)
     for e in report.errors:
         print(f"graphmend fix: {e.path}: {e.message}", file=sys.stderr)
     for t in report.targets:
@@ -91,6 +95,10 @@ def render_text(report, *, diff: bool) -> str:
             out.append(f"    {s.fix.title}: {s.fix.notes}\n")
     for d in report.declined:
         out.append(f"{d.file}:{d.line}: {d.rule} declined: {d.reason}\n")
+    for r in report.rolled_back:
+        out.append(f"{r.split(':', 1)[0]} rolled back (the target would be worse):{r.split(':', 1)[1]}\n")
+    for w in report.withdrawn:
+        out.append(f"{w.file}:{w.line}: {w.rule} {w.error}\n")
     for f in report.failed:
         out.append(f"{f.file}:{f.line}: {f.rule} failed: {f.error}\n")
     for p in report.patches:
@@ -99,6 +107,7 @@ def render_text(report, *, diff: bool) -> str:
     files = len(report.changes)
     out.append(
         f"{len(report.applied)} fix(es) applied, {files} file(s) {verb}; "
-        f"{len(report.remaining)} break(s) remain, {len(report.declined)} declined, {len(report.skipped)} not applied\n"
+        f"{len(report.remaining)} break(s) remain, {len(report.declined)} declined, {len(report.skipped)} not applied"
+        + (f", {len(report.withdrawn)} withdrawn by verify" if report.withdrawn else "") + "\n"
     )
     return "".join(out)
