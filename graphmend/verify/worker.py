@@ -29,7 +29,6 @@ call so that later cases are not contaminated.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import logging
 import os
