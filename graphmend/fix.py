@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
+from graphmend import fsutil
 from graphmend.config import Config
 from graphmend.model import SCHEMA_VERSION, Decline, FileError, Fix, GraphBreak, Safety, TargetResult
 from graphmend.transforms.base import Failure, RuleContext, Suppressed
@@ -245,7 +246,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
                 continue
             written = False
             if write:
-                (config.root / rel).write_text(new, encoding="utf-8")
+                fsutil.write_text(config.root / rel, new)
                 written = True
             changes.append(FileChange(rel, _diff(rel, old, new), tuple(f.rule for f in applied if f.file == rel), written=written))
         summaries = tuple(
@@ -328,7 +329,7 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
         if result.changed:
             written = False
             if write and config.is_in_paths(rel):
-                (config.root / rel).write_text(result.text, encoding="utf-8")
+                fsutil.write_text(config.root / rel, result.text)
                 written = True
             changes.append(FileChange(rel, _diff(rel, result.original, result.text),
                                       tuple(f.rule for f in result.applied), written=written))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from graphmend import __version__
+from graphmend import __version__, fsutil
 from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_yaml, parse_config
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
 from graphmend.report import lever_text
@@ -110,9 +110,7 @@ def store_cached(cache_dir: Optional[Path], key: str, report: CheckReport) -> No
     if cache_dir is None or report.failed:
         return  # never cache a run that crashed: the next one may succeed
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(to_dict(report)), encoding="utf-8")
-    tmp.replace(cache_dir / f"{key}.json")
+    fsutil.write_text(cache_dir / f"{key}.json", json.dumps(to_dict(report)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,7 +446,7 @@ def write_outputs(result: PrResult, out: Path, summary: Optional[Path]) -> None:
     from bot.review import dump
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump(result.review), encoding="utf-8")
+    fsutil.write_text(out, dump(result.review))
     if summary is not None:
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(render.summary_markdown(result.review, result.verdict))

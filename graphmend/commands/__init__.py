@@ -36,8 +36,9 @@ def write_report(args: argparse.Namespace, verb: str, report: Any, render_text: 
     ``chart_key`` is the keyword ``write_chart`` takes this report as (``verify_report``, ...).
     """
     if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(render_markdown(report))
+        from graphmend import fsutil
+
+        fsutil.write_text(args.markdown, render_markdown(report))
     if args.chart:
         from graphmend.report.chart import write_chart
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from graphmend import fsutil
 from graphmend.commands import UsageError, config_from_args
 
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphmend scan: {e.path}: {e.message}", file=sys.stderr)
     sarif_path = Path(args.sarif)
     sarif_path.parent.mkdir(parents=True, exist_ok=True)
-    sarif_path.write_text(render_sarif(result), encoding="utf-8")
+    fsutil.write_text(sarif_path, render_sarif(result))
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
