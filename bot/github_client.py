@@ -217,6 +217,29 @@ class GitHubClient:
 
         return self._read(fetch)
 
+    def file_text(self, path: str, ref: str, limit: int = 1_000_000) -> Optional[str]:
+        """The UTF-8 text of the file ``path`` at commit ``ref``, or None when there is no such
+        file; a file over ``limit`` bytes or not text is a ``GitHubError``."""
+        from urllib.parse import quote
+
+        def fetch() -> Optional[str]:
+            try:
+                data = self._request("GET", f"{self._repo.url}/contents/{quote(path)}?ref={quote(ref)}")
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            if not isinstance(data, dict) or data.get("type") != "file" or data.get("encoding") != "base64":
+                raise GitHubError(f"{path} at {ref[:7]}: not a file GitHub returns the content of")
+            if int(data.get("size") or 0) > limit:
+                raise GitHubError(f"{path} at {ref[:7]}: over {limit} bytes")
+            try:
+                return base64.b64decode(str(data.get("content") or ""))[: limit + 1].decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                raise GitHubError(f"{path} at {ref[:7]}: not UTF-8 text") from None
+
+        return self._read(fetch)
+
     def list_files(self, number: int) -> list[FileInfo]:
         return self._read(lambda: [FileInfo(f.filename, f.status, f.patch) for f in self._pull(number).get_files()])
 

@@ -6,13 +6,22 @@ imports torch. Everything it posts is recognisable by hidden markers, so a re-ru
 skips rather than duplicates, and every write that failed transiently is re-checked by
 marker before it is sent again (``retry``).
 
+review.json was written next to the pull request's code, so ``post`` recomputes from GitHub
+what it can (``from_github``): the base branch's configuration and baseline (contents at the
+base SHA GitHub gives for the pull request) decide the policy, ``fail_on`` and which findings
+are accepted; findings and fixes are kept only on the pull request's changed files, with
+repository-relative paths; the verdict is computed here. What is still the analysis's word
+(the findings, fixes and their verification) is labelled so in the check run.
+
 When the token cannot write (a fork's ``pull_request`` run), the findings become workflow
 command annotations and the step summary, and the exit code is the gate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +30,10 @@ from typing import Any, Callable, Optional
 from bot import markers, render
 from bot.diff import parse_files
 from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
-from bot.gate import Verdict, apply_baseline, compute_verdict
+from bot.gate import Verdict, apply_baseline, baseline_fingerprints, compute_verdict
 from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
 from bot.retry import TransientError
-from bot.review import Review
+from bot.review import Review, Settings
 
 CHECK_NAME = "GraphMend"
 STATUS_CONTEXT = "graphmend/gate"
@@ -97,6 +106,16 @@ def pull_from_event(event_name: str, payload: dict[str, Any], find_by_sha: Calla
     raise PostError(f"event {event_name!r}: expected pull_request, pull_request_target or workflow_run (or pass --pr and --head-sha)")
 
 
+def repo_path(path: str) -> Optional[str]:
+    """``path`` when it is a normalised repository-relative path (no ``..``, not absolute, no
+    backslash or control character), else None."""
+    if not path or path.startswith("/") or "\\" in path or any(ord(c) < 32 for c in path):
+        return None
+    if posixpath.normpath(path) != path or path.split("/")[0] == "..":
+        return None
+    return path
+
+
 # ---------------------------------------------------------------------------------------------
 # The poster
 
@@ -116,6 +135,8 @@ class Poster:
         self.client, self.target = client, target
         self.fail_on, self.baseline = fail_on, baseline
         self.out, self.summary_path, self.max_inline = out, summary_path, max_inline
+        self.changed: Optional[frozenset[str]] = None  # the pull request's files, once read from GitHub
+        self.provenance = ""
 
     def check_head(self, review: Review) -> None:
         if review.head_sha != self.target.head_sha:
@@ -137,11 +158,19 @@ class Poster:
 
     def post(self, review: Review) -> PostResult:
         self.check_head(review)
+        notes: list[str] = []
+        try:
+            files = self.client.list_files(self.target.number)
+            review = self.from_github(review, files, notes)
+        except PermissionDenied as exc:
+            review, verdict = self.verdict(review)
+            self._write_summary(review, verdict)
+            return self._read_only(review, verdict, PostResult(verdict), str(exc))
         review, verdict = self.verdict(review)
-        result = PostResult(verdict)
+        result = PostResult(verdict, notes=notes)
         self._write_summary(review, verdict)
         try:
-            plan = self._plan(review)
+            plan = self._plan(review, files)
             self._review(review, verdict, plan, result)
             self._sticky(review, verdict, result)
         except PermissionDenied as exc:
@@ -151,8 +180,70 @@ class Poster:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def _plan(self, review: Review) -> Plan:
-        files = self.client.list_files(self.target.number)
+    def from_github(self, review: Review, files: list, notes: list[str]) -> Review:
+        """``review`` with what GitHub can tell replacing what the artifact claims: the base
+        branch's policy and baseline, and only findings and fixes on the changed files."""
+        pull = self.client.get_pull(self.target.number)
+        if pull.base_sha != review.base_sha:
+            notes.append(f"review.json was made against base {review.base_sha[:7]}; the pull request's base is "
+                         f"{pull.base_sha[:7]}: its policy and baseline are used")
+        config, accepted, problem = self._base_scope(pull.base_sha)
+        if problem:
+            notes.append(problem)
+        if self.fail_on is None:
+            self.fail_on = config.gate.fail_on
+        if self.baseline is None:
+            self.baseline = accepted
+        settings = Settings(safety=config.fix.safety, suggestions=config.review.suggestions,
+                            comment=config.review.comment, fail_on=self.fail_on)
+        changed = {f.filename for f in files}
+        findings, dropped, outside = [], 0, 0
+        for f in review.findings:
+            if repo_path(f.file) is None:
+                dropped += 1
+                continue
+            fix = f.fix
+            if fix is not None and not all(repo_path(e.file) in changed for e in fix.edits):
+                fix, outside = None, outside + 1
+                f = dataclasses.replace(f, decline=f.decline or "its fix edits files this pull request does not change")
+            findings.append(dataclasses.replace(f, fix=fix))
+        if dropped:
+            notes.append(f"{dropped} finding(s) in review.json named a path that is not repository-relative; dropped")
+        if outside:
+            notes.append(f"{outside} fix(es) edit files outside this pull request's changes; not offered")
+        review = dataclasses.replace(review, settings=settings, findings=tuple(findings))
+        self.changed = frozenset(changed)
+        self.provenance = (
+            f"The verdict, the policy (`fail_on: {self.fail_on}`) and the accepted breaks come from the base branch "
+            f"(`{pull.base_sha[:7]}`) as GitHub has it; the breaks, fixes and their verification are the analysis "
+            "job's report (review.json)."
+        )
+        return review
+
+    def _base_scope(self, base_sha: str) -> tuple[Any, frozenset[str], str]:
+        """The base branch's configuration and baseline, read through the API at ``base_sha``."""
+        from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_yaml, parse_config
+
+        config, problem = Config(root=Path(".")), ""
+        for name in CONFIG_NAMES:
+            text = self.client.file_text(name, base_sha)
+            if text is None:
+                continue
+            try:
+                shown = f"{name} at {base_sha[:7]}"
+                config = parse_config(load_yaml(text, shown), root=Path("."), shown=shown)
+            except ConfigError as exc:
+                problem = f"the base branch's configuration is invalid, so the defaults gate: {exc}"
+            break
+        accepted: frozenset[str] = frozenset()
+        try:
+            text = self.client.file_text(config.gate.baseline, base_sha) if repo_path(config.gate.baseline) else None
+            accepted = baseline_fingerprints(text) if text else frozenset()
+        except (ValueError, GitHubError) as exc:
+            problem = (problem + "; " if problem else "") + f"the base branch's baseline cannot be read ({exc}); no break is accepted"
+        return config, accepted, problem
+
+    def _plan(self, review: Review, files: list) -> Plan:
         diff = parse_files((f.filename, f.status, f.patch) for f in files)
         return plan_review(review, diff, max_inline=self.max_inline)
 
@@ -265,9 +356,10 @@ class Poster:
             result.sticky_id = self.client.create_issue_comment(self.target.number, body, recheck)
 
     def _gate(self, review: Review, verdict: Verdict, result: PostResult) -> None:
-        anns = render.annotations(review, verdict)
+        # Annotations only on the pull request's own files; the summary lists every new break.
+        anns = [a for a in render.annotations(review, verdict) if self.changed is None or a["path"] in self.changed]
         title = render.headline(verdict)
-        summary = render.check_summary(review, verdict)  # the check's page shows the whole story
+        summary = render.check_summary(review, verdict, self.provenance)  # the check's page shows the whole story
         nonce = os.urandom(6).hex()  # tells this run's check run apart when re-checking after a 502
         payload = {
             "name": CHECK_NAME,

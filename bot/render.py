@@ -317,12 +317,14 @@ def sticky_body(review: Review, verdict: Verdict) -> str:
     return head + "\n" + tables + "\n" + chart + "\n"
 
 
-def check_summary(review: Review, verdict: Verdict) -> str:
-    """The check run's summary (GitHub allows 65,535 characters): every new break by file:line
-    first, what the pull request changes in the configuration, then the sticky comment's content."""
+def check_summary(review: Review, verdict: Verdict, provenance: str = "") -> str:
+    """The check run's summary (GitHub allows 65,535 characters): the sticky comment's content,
+    where each part comes from (``provenance``, trusted text), what the pull request changes in
+    the configuration (the analysis's report), and every new break by file:line."""
     table = new_breaks_table(review, BODY_LIMIT // 3)
     change = next((s.reason for s in review.stages if s.name == "config" and s.reason), "")
-    note = "\n> " + escape(change, 1000) + "\n" if change else ""
+    note = "\n" + provenance + "\n" if provenance else ""
+    note += "\n> " + escape(change, 1000) + "\n" if change else ""
     text = sticky_body(review, verdict).replace(markers.STICKY + "\n", "")
     room = BODY_LIMIT - len(table) - len(note) - 100
     if len(text) > room:

@@ -17,6 +17,7 @@ out would), a secondary rate limit (403 with ``retry-after``), or refusing a com
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
@@ -414,10 +415,21 @@ ROUTES: list[Route] = [
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/commits/(?P<ref>[^/]+)/check-runs", "checks/list-for-ref", "list_check_runs"),
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<id>\d+)", "checks/get", "get_check_run"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/statuses/(?P<sha>[0-9a-f]{40})", "repos/create-commit-status", "create_status"),
+        ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/contents/(?P<path>.+)", "repos/get-content", "get_content"),
     ]
 ]
 # The scan's fix pull request (Git Data API, pulls from a branch) and GitHub App auth.
 ROUTES += [(m, re.compile("^" + p + "$"), op, fn) for m, p, op, fn in git_data.SPECS]
+
+
+_CONTENTS_PATH = re.compile(r"^(/repos/[^/]+/[^/]+/contents/)(.+)$")
+
+
+def _validation_path(path: str) -> str:
+    """As ``git_data.validation_path``, and a file path in ``/contents/`` (several segments on
+    GitHub, ``x-multi-segment`` in the description) as one encoded segment."""
+    m = _CONTENTS_PATH.match(path)
+    return m.group(1) + m.group(2).replace("/", "%2F") if m else git_data.validation_path(path)
 
 
 class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
@@ -452,7 +464,7 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k: v for k, v in self.headers.items()}
         _BASE.url = f"http://{self.headers.get('Host')}"
-        sreq = spec.SpecRequest(method, git_data.validation_path(path), query, headers, raw)
+        sreq = spec.SpecRequest(method, _validation_path(path), query, headers, raw)
         status, payload, extra = self._dispatch(method, path, query, raw, sreq)
         data = b"" if payload is None else json.dumps(payload).encode()
         out_headers = {"Content-Type": "application/json; charset=utf-8", **extra}
@@ -579,6 +591,24 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
                 d["patch"] = f["patch"]
             out.append(d)
         return status, out, extra
+
+    def op_get_content(self, repo, params, query, body, user):
+        """A file of the repository's git directory at ``ref`` (default: HEAD), as GitHub returns
+        one: base64 content in 60-character lines; 404 for a path that is not a file there."""
+        git_dir = self.state.repos[repo]["git_dir"]
+        ref = (query.get("ref") or ["HEAD"])[0]
+        path = params["path"]
+        kind = subprocess.run(["git", "cat-file", "-t", f"{ref}:{path}"], cwd=git_dir, capture_output=True, text=True)
+        if kind.returncode != 0 or kind.stdout.strip() != "blob":
+            raise HttpError(404, "Not Found")
+        data = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=git_dir, capture_output=True, check=True).stdout
+        sha = git(git_dir, "rev-parse", f"{ref}:{path}").strip()
+        encoded = base64.b64encode(data).decode()
+        d = spec.example("content-file-response-if-content-is-a-file")
+        d.update(name=path.rsplit("/", 1)[-1], path=path, sha=sha, size=len(data), type="file", encoding="base64",
+                 content="".join(encoded[i : i + 60] + "\n" for i in range(0, len(encoded), 60)),
+                 url=_api(f"/repos/{repo}/contents/{path}?ref={ref}"))
+        return 200, d, {}
 
     def op_list_reviews(self, repo, params, query, body, user):
         pull = self._pull(repo, params)
