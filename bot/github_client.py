@@ -178,6 +178,10 @@ class GitHubClient:
 
     # -- plumbing -------------------------------------------------------------------------------
 
+    def pause(self, seconds: float) -> None:
+        """Sleep with the client's clock (tests pass one that does not wait)."""
+        self._sleep(seconds)
+
     def _read(self, fn: Callable[[], T]) -> T:
         return retry.read(lambda: _call(fn), self.policy, self._sleep)
 
@@ -325,6 +329,31 @@ class GitHubClient:
         return self._write(
             lambda: self._request("POST", f"{self._repo.url}/issues/{number}/comments", {"body": body})["id"], recheck
         )
+
+    def delete_issue_comment(self, comment_id: int) -> None:
+        def delete() -> None:
+            try:
+                self._request("DELETE", f"{self._repo.url}/issues/comments/{comment_id}")
+            except GithubException as exc:
+                if exc.status != 404:  # already gone: what we wanted
+                    raise
+
+        self._write(delete)
+
+    def claim(self, ref: str, sha: str) -> bool:
+        """Create the git ref ``ref`` at ``sha``: a lock that GitHub itself holds, since creating
+        a ref that exists is refused. True when this call created it, False when it existed.
+        (A creation whose answer was lost reads as False: the caller waits, bounded, and goes on.)"""
+        def create() -> bool:
+            try:
+                self._request("POST", f"{self._repo.url}/git/refs", {"ref": ref, "sha": sha})
+                return True
+            except GithubException as exc:
+                if exc.status == 422 and "already exists" in _message(exc).lower():
+                    return False
+                raise
+
+        return self._write(create)
 
     def edit_issue_comment(self, comment_id: int, body: str) -> None:
         self._write(lambda: self._request("PATCH", f"{self._repo.url}/issues/comments/{comment_id}", {"body": body}))

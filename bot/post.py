@@ -38,6 +38,7 @@ from bot.review import Review, Settings
 CHECK_NAME = "GraphMend"
 STATUS_CONTEXT = "graphmend/gate"
 ANNOTATIONS_PER_CALL = 50  # GitHub's limit per check-run create/update
+LOCK_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waiting for a racing post's review
 
 
 def connect(token: str, repository: str, api_url: Optional[str] = None) -> GitHubClient:
@@ -286,6 +287,8 @@ class Poster:
             # with nothing new in it would only be noise.
             result.notes.append("every new break already has a comment; no review for this head")
             return
+        if not self._hold_head_lock(review.head_sha, result):
+            return
         moved: tuple[Placement, ...] = ()
         for attempt in range(3):
             body = render.review_body(review, verdict, plan, moved=moved)
@@ -309,6 +312,28 @@ class Poster:
                 todo = [p for p in todo if p not in bad]
                 moved = moved + tuple(Placement(p.finding, "in-file", False, None, None, "refused by GitHub") for p in bad)
         raise GitHubError("the review was refused three times")
+
+    def _hold_head_lock(self, head_sha: str, result: PostResult) -> bool:
+        """Whether this run is the one to post the head's review. Two posts can run at once (a
+        re-run racing the first run): the one that creates ``refs/graphmend/post/<head>`` posts,
+        the others wait for its review. Without the right to create refs (``contents: write``)
+        there is no lock, and the workflow's concurrency group is the only guard."""
+        try:
+            if self.client.claim(f"refs/graphmend/post/{head_sha}", head_sha):
+                return True
+        except PermissionDenied as exc:
+            result.notes.append(f"no lock for this head's review (the token cannot create refs: {exc})")
+            return True
+        for wait in LOCK_WAITS_S:
+            self.client.pause(wait)
+            found = self._find_review(head_sha)
+            if found is not None:
+                result.review_id = found
+                result.notes.append(f"another post made the review for {head_sha[:7]}; not posting another")
+                return False
+        result.notes.append(f"another post holds the lock for {head_sha[:7]} but made no review in "
+                            f"{sum(LOCK_WAITS_S):.0f} s; posting")
+        return True
 
     def _comment(self, p: Placement) -> dict:
         c: dict[str, Any] = {"path": p.finding.file, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
@@ -353,7 +378,23 @@ class Poster:
                 mine = [cid for cid, old in self._sticky_candidates() if old == body]
                 return mine[0] if mine else None
 
-            result.sticky_id = self.client.create_issue_comment(self.target.number, body, recheck)
+            created = self.client.create_issue_comment(self.target.number, body, recheck)
+            result.sticky_id = self._one_sticky(created, result)
+
+    def _one_sticky(self, created: int, result: PostResult) -> int:
+        """After creating a sticky comment, the one to keep: posts that raced each created one,
+        and every one of them sees the earliest (lowest id) of its own author's, so each later
+        duplicate deletes itself and the earliest stays."""
+        found = [c for c in self.client.list_issue_comments(self.target.number) if markers.is_sticky(c.body)]
+        mine = next((c for c in found if c.id == created), None)
+        if mine is None:
+            return created
+        earlier = [c.id for c in found if c.user_login == mine.user_login and c.id < created]
+        if not earlier:
+            return created
+        self.client.delete_issue_comment(created)
+        result.notes.append(f"a racing post made the sticky comment first; removed this run's duplicate {created}")
+        return min(earlier)
 
     def _gate(self, review: Review, verdict: Verdict, result: PostResult) -> None:
         # Annotations only on the pull request's own files; the summary lists every new break.

@@ -410,6 +410,7 @@ ROUTES: list[Route] = [
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/(?P<n>\d+)/comments", "issues/list-comments", "list_issue_comments"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/(?P<n>\d+)/comments", "issues/create-comment", "create_issue_comment"),
         ("PATCH", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/comments/(?P<id>\d+)", "issues/update-comment", "update_issue_comment"),
+        ("DELETE", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/comments/(?P<id>\d+)", "issues/delete-comment", "delete_issue_comment"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs", "checks/create", "create_check_run"),
         ("PATCH", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<id>\d+)", "checks/update", "update_check_run"),
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/commits/(?P<ref>[^/]+)/check-runs", "checks/list-for-ref", "list_check_runs"),
@@ -707,6 +708,15 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
         c = IssueComment(self.state.next_id(), int(params["n"]), user, text)
         self.state.issue_comments.append(c)
         return 201, issue_comment_json(c, repo), {}
+
+    def op_delete_issue_comment(self, repo, params, query, body, user):
+        comment = next((c for c in self.state.issue_comments if c.id == int(params["id"])), None)
+        if comment is None:
+            raise HttpError(404, "Not Found")
+        if comment.user is not user:
+            raise HttpError(403, "Must have admin rights to Repository.")
+        self.state.issue_comments.remove(comment)
+        return 204, None, {}
 
     def op_update_issue_comment(self, repo, params, query, body, user):
         c = next((c for c in self.state.issue_comments if c.id == int(params["id"])), None)
