@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
@@ -114,6 +115,23 @@ def _message(exc: GithubException) -> str:
     return " ".join(text.split())[:500] or f"HTTP {exc.status}"
 
 
+def rate_limit_wait(status: int, headers: dict[str, str], message: str, now: Optional[float] = None) -> Optional[float]:
+    """Seconds GitHub asks to wait when an answer is a rate limit, else None (headers in lower
+    case). Primary limit spent: until ``x-ratelimit-reset``; secondary: ``retry-after``, or at
+    least a minute when it gives none (GitHub's documented behaviour)."""
+    if status not in (403, 429):
+        return None
+    retry_after = headers.get("retry-after", "")
+    reset = headers.get("x-ratelimit-reset", "")
+    if headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
+        return max(0.0, int(reset) - (time.time() if now is None else now))
+    if retry_after.isdigit():
+        return float(retry_after)
+    if status == 429 or "rate limit" in message.lower():
+        return 60.0
+    return None
+
+
 def translate(exc: BaseException) -> BaseException:
     """A PyGithub / requests exception as one of this module's kinds."""
     if isinstance(exc, requests.RequestException):
@@ -123,13 +141,10 @@ def translate(exc: BaseException) -> BaseException:
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     msg = _message(exc)
     status = exc.status
-    retry_after = headers.get("retry-after")
-    limited = status == 429 or (
-        status == 403 and (retry_after is not None or headers.get("x-ratelimit-remaining") == "0" or "rate limit" in msg.lower())
-    )
-    if limited:
-        wait = float(retry_after) if retry_after and retry_after.isdigit() else 60.0
-        return TransientError(f"rate limited (HTTP {status}): {msg}", wait_s=wait)
+    limited = rate_limit_wait(status, headers, msg)
+    if limited is not None:
+        kind = "primary" if headers.get("x-ratelimit-remaining") == "0" else "secondary"
+        return TransientError(f"{kind} rate limit (HTTP {status}): {msg}", wait_s=limited, rate_limit=True)
     if status >= 500:
         return TransientError(f"HTTP {status}: {msg}", wait_s=1.0)
     if status in (401, 403):

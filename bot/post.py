@@ -32,7 +32,8 @@ from bot.diff import parse_files
 from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
 from bot.gate import Verdict, apply_baseline, baseline_fingerprints, compute_verdict
 from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
-from bot.retry import TransientError
+from bot import retry
+from bot.retry import RetryLater, TransientError
 from bot.review import Review, Settings
 
 CHECK_NAME = "GraphMend"
@@ -41,13 +42,15 @@ ANNOTATIONS_PER_CALL = 50  # GitHub's limit per check-run create/update
 LOCK_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waiting for a racing post's review
 
 
-def connect(token: str, repository: str, api_url: Optional[str] = None) -> GitHubClient:
-    """The client for ``repository`` (``api_url`` defaults to ``GITHUB_API_URL``)."""
-    return GitHubClient(token, repository, base_url=api_url)
+def connect(token: str, repository: str, api_url: Optional[str] = None, *,
+            max_rate_limit_wait_s: float = retry.Policy.max_rate_limit_wait_s) -> GitHubClient:
+    """The client for ``repository`` (``api_url`` defaults to ``GITHUB_API_URL``); a rate limit
+    that resets later than ``max_rate_limit_wait_s`` from now ends the run, saying when to retry."""
+    return GitHubClient(token, repository, base_url=api_url, policy=retry.Policy(max_rate_limit_wait_s=max_rate_limit_wait_s))
 
 
 # Failures of GitHub that the poster could not work around: the caller reports them in one line.
-GITHUB_FAILURES: tuple[type[BaseException], ...] = (GitHubError, TransientError)
+GITHUB_FAILURES: tuple[type[BaseException], ...] = (GitHubError, TransientError, RetryLater)
 
 
 class PostError(Exception):

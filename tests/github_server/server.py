@@ -23,6 +23,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
@@ -129,10 +130,11 @@ class Status:
 @dataclass
 class Fault:
     op: str
-    kind: str  # "502" | "secondary" | "reject-comment"
+    kind: str  # "502" | "secondary" | "primary" | "reject-comment"
     after: bool = False  # do the work, then answer the error
     times: int = 1
     match: str = ""  # reject-comment: "path:line"
+    reset_at: float = 0.0  # primary: the limit is spent until then (epoch seconds), for every call
 
 
 def git(cwd: str, *args: str) -> str:
@@ -271,8 +273,14 @@ class GitHubServer:
                 else:
                     c.commit_id = new_head
 
-    def inject(self, op: str, kind: str, *, after: bool = False, times: int = 1, match: str = "") -> None:
-        self.state.faults.append(Fault(op, kind, after, times, match))
+    def inject(self, op: str, kind: str, *, after: bool = False, times: int = 1, match: str = "",
+               reset_in: float = 0.0) -> None:
+        """``kind="primary"``: the primary rate limit is spent for ``reset_in`` seconds; every call
+        of ``op`` until then is refused as GitHub refuses it (403, ``x-ratelimit-remaining: 0``,
+        ``x-ratelimit-reset``), however often it is retried."""
+        import time
+
+        self.state.faults.append(Fault(op, kind, after, times, match, time.time() + reset_in if kind == "primary" else 0.0))
 
     # -- inspection helpers ---------------------------------------------------------------------
 
@@ -527,11 +535,19 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
                 if f.op == op and f.times > 0:
                     if f.kind == "reject-comment":
                         continue
+                    if f.kind == "primary":
+                        if time.time() < f.reset_at:
+                            return f
+                        continue
                     f.times -= 1
                     return f
         return None
 
     def _fault_answer(self, fault: Fault) -> tuple[int, Any, dict]:
+        if fault.kind == "primary":
+            return 403, {"message": "API rate limit exceeded for installation ID 1.", "documentation_url": DOCS}, {
+                "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-used": "5000",
+                "x-ratelimit-reset": str(int(fault.reset_at) + 1), "x-ratelimit-resource": "core"}
         if fault.kind == "secondary":
             return 403, {
                 "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
