@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from graphmend import fsutil
-from graphmend.commands import UsageError, config_from_args
+from graphmend.commands import UsageError, config_from_args, warn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
                   progress=lambda m: print(m, file=sys.stderr, flush=True))
     for t in result.report.targets:
         if t.error:
-            print(f"graphmend scan: target {t.name}: {t.error.splitlines()[0] if t.error else ''}", file=sys.stderr)
+            warn("scan", f"target {t.name}: {t.error.splitlines()[0] if t.error else ''}")
     for e in result.report.errors:
-        print(f"graphmend scan: {e.path}: {e.message}", file=sys.stderr)
+        warn("scan", f"{e.path}: {e.message}")
     sarif_path = Path(args.sarif)
     sarif_path.parent.mkdir(parents=True, exist_ok=True)
     fsutil.write_text(sarif_path, render_sarif(result))
