@@ -135,10 +135,12 @@ class Poster:
         out: Callable[[str], None] = print,
         summary_path: Optional[Path] = None,
         max_inline: int = MAX_INLINE,
+        overrides: Optional[dict[str, Any]] = None,
     ):
         self.client, self.target = client, target
         self.fail_on, self.baseline = fail_on, baseline
         self.out, self.summary_path, self.max_inline = out, summary_path, max_inline
+        self.overrides = dict(overrides or {})  # safety / suggestions / comment from the workflow (trusted)
         self.changed: Optional[frozenset[str]] = None  # the pull request's files, once read from GitHub
         self.provenance = ""
 
@@ -198,8 +200,9 @@ class Poster:
             self.fail_on = config.gate.fail_on
         if self.baseline is None:
             self.baseline = accepted
-        settings = Settings(safety=config.fix.safety, suggestions=config.review.suggestions,
-                            comment=config.review.comment, fail_on=self.fail_on)
+        settings = Settings(safety=self.overrides.get("safety", config.fix.safety),
+                            suggestions=self.overrides.get("suggestions", config.review.suggestions),
+                            comment=self.overrides.get("comment", config.review.comment), fail_on=self.fail_on)
         changed = {f.filename for f in files}
         findings, dropped, outside = [], 0, 0
         for f in review.findings:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from graphmend import __version__, fsutil
-from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_yaml, parse_config
+from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_config, load_yaml, parse_config
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
 from graphmend.report import lever_text
 
@@ -169,12 +169,19 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
     from bot.gate import baseline_fingerprints
 
     config, problem = Config(root=root), ""
+    run_file = None
+    if config_name and Path(config_name).is_absolute():
+        # A file of this run (the action's inputs merged into a copy), not of the repository:
+        # the scope is still the base branch's; only where the code runs is the run's to say.
+        run_file, config_name = Path(config_name), None
     name, text = _read_config(root, base_sha, config_name)
     if name is not None and text is not None:
         try:
             config = _parse_at(root, base_sha, name, text)
         except ConfigError as exc:
             problem = f"the base branch's configuration is invalid, so the default scope decides the gate: {exc}"
+    if run_file is not None:
+        config = dataclasses.replace(config, sandbox=load_config(root, run_file).sandbox)
     baseline_text = _git_show(root, base_sha, config.gate.baseline)
     accepted: frozenset[str] = frozenset()
     if baseline_text:
@@ -188,6 +195,8 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
 def config_change(root: Path, base_sha: str, head_sha: str, config_name: Optional[str], scope: Config) -> str:
     """What the pull request changes in GraphMend's configuration, for a maintainer to accept by
     merging ("" when nothing): the gate itself never uses the head's file."""
+    if config_name and Path(config_name).is_absolute():
+        config_name = None  # the run's own file: compare the repository's
     base_name, base_text = _read_config(root, base_sha, config_name)
     head_name, head_text = _read_config(root, head_sha, config_name)
     if (base_name, base_text) == (head_name, head_text):

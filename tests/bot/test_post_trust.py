@@ -55,3 +55,9 @@ def test_paths_outside_the_repository_are_never_posted(monkeypatch, capsys, gith
     assert {c.path for c in github.comments_of(1)} == {"src/model.py"}
     assert not any("torch.where(h.sum() > 0" in c.body for c in github.comments_of(1))  # its fix was dropped
     assert any("not repository-relative" in n for n in result["notes"])
+
+
+def test_the_workflows_own_flags_override_the_base_branchs_review_settings(monkeypatch, capsys, github, pr_repo, tmp_path):
+    review = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head))
+    code, _, _ = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head, extra=("--comment", "never"))
+    assert code == 1 and github.issue_comments_of(1) == [] and len(github.reviews_of(1)) == 1

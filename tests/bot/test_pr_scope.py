@@ -68,3 +68,22 @@ def test_a_link_out_of_the_tree_is_that_files_error_and_the_review_is_written(tm
     assert "leaves the tree" in errors["src/secrets.py"]
     assert "leaves the tree" in errors["src/up.py"]
     assert any(f["status"] == "introduced" for f in data["findings"])
+
+
+def test_a_run_config_file_outside_the_repository_changes_only_the_sandbox(tmp_path):
+    root, base = _repo(tmp_path, "paths: [src/]\n")
+    (root / "src" / "model.py").write_text(HEAD)
+    head = commit_all(root, "head")
+    run_file = tmp_path / "graphmend-action.yml"  # as the action writes it from its inputs
+    run_file.write_text('paths: [src/]\nexclude: ["src/**"]\ngate:\n  fail_on: never\nsandbox:\n  timeout_s: 77\n')
+    seen = []
+
+    def spy(config, **kwargs):
+        from graphmend.check import check
+
+        seen.append(config)
+        return check(config, **kwargs)
+
+    result = analyse(root, base, head, config_name=str(run_file), cache_dir=None, propose_fixes=False, check_fn=spy)
+    assert not result.verdict.passed and result.review.settings.fail_on == "new-breaks"
+    assert all(c.exclude == () and c.sandbox.timeout_s == 77 for c in seen)
