@@ -40,6 +40,7 @@ CHECK_NAME = "GraphMend"
 STATUS_CONTEXT = "graphmend/gate"
 ANNOTATIONS_PER_CALL = 50  # GitHub's limit per check-run create/update
 LOCK_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waiting for a racing post's review
+_LOUDNESS = ("never", "on-change", "always")  # review.comment, quietest first
 
 
 def connect(token: str, repository: str, api_url: Optional[str] = None, *,
@@ -200,9 +201,15 @@ class Poster:
             self.fail_on = config.gate.fail_on
         if self.baseline is None:
             self.baseline = accepted
-        settings = Settings(safety=self.overrides.get("safety", config.fix.safety),
-                            suggestions=self.overrides.get("suggestions", config.review.suggestions),
-                            comment=self.overrides.get("comment", config.review.comment), fail_on=self.fail_on)
+        # review.json may ask for less than the base branch allows (quieter, fewer or safer
+        # suggestions), never for more; the workflow's own flags decide over both.
+        asked = review.settings
+        settings = Settings(
+            safety=self.overrides.get("safety", "safe" if "safe" in (asked.safety, config.fix.safety) else "unsafe"),
+            suggestions=self.overrides.get("suggestions", asked.suggestions and config.review.suggestions),
+            comment=self.overrides.get("comment", min(asked.comment, config.review.comment, key=_LOUDNESS.index)),
+            fail_on=self.fail_on,
+        )
         changed = {f.filename for f in files}
         findings, dropped, outside = [], 0, 0
         for f in review.findings:

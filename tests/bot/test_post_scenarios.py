@@ -327,13 +327,13 @@ def base_with_config(pr_repo, github, config: str, **files: str) -> tuple[int, s
 
 
 def test_sticky_comment_never_and_always(monkeypatch, capsys, github, pr_repo, tmp_path):
-    # The comment policy is the base branch's: review.json's own settings ask the opposite.
+    # The comment policy is the base branch's: review.json may ask for less, never for more.
     number, base = base_with_config(pr_repo, github, "review:\n  comment: never\n")
     never = write_review(tmp_path, pr_review(base, pr_repo.head, comment="always"), "n.json")
     post(monkeypatch, capsys, github, tmp_path, never, pr_repo.head, event=event_file(tmp_path, number, pr_repo.head))
     assert github.issue_comments_of(number) == []
     number, base = base_with_config(pr_repo, github, "review:\n  comment: always\n")
-    always = write_review(tmp_path, pr_review(base, pr_repo.head, comment="never"), "a.json")
+    always = write_review(tmp_path, pr_review(base, pr_repo.head, comment="always"), "a.json")
     event = event_file(tmp_path, number, pr_repo.head)
     post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head, event=event)
     post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head, event=event)

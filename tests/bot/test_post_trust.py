@@ -61,3 +61,10 @@ def test_the_workflows_own_flags_override_the_base_branchs_review_settings(monke
     review = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head))
     code, _, _ = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head, extra=("--comment", "never"))
     assert code == 1 and github.issue_comments_of(1) == [] and len(github.reviews_of(1)) == 1
+
+
+def test_review_json_may_ask_for_less_never_for_more(monkeypatch, capsys, github, pr_repo, tmp_path):
+    quiet = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head, comment="never", suggestions=False), "q.json")
+    post(monkeypatch, capsys, github, tmp_path, quiet, pr_repo.head)
+    assert github.issue_comments_of(1) == []  # quieter than the defaults: honoured
+    assert not any("```suggestion" in c.body for c in github.comments_of(1))
