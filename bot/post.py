@@ -157,11 +157,24 @@ class Poster:
         return review, compute_verdict(review, self.fail_on)
 
     def post_offline(self, review: Review, why: str) -> PostResult:
-        """No token (or no way to reach GitHub): annotations and the step summary only."""
+        """No token (or no way to reach GitHub): annotations and the step summary only.
+
+        Nothing can be read from GitHub, so nothing review.json claims loosens the gate: its
+        ``fail_on`` counts only when stricter than ``new-breaks``, and no break is accepted
+        unless ``--baseline`` gives the base branch's file (``--fail-on`` decides over both)."""
         self.check_head(review)
+        notes = []
+        if self.fail_on is None:
+            asked = review.settings.fail_on
+            self.fail_on = asked if asked == "any-break" else "new-breaks"
+            if asked == "never":
+                notes.append("review.json's fail_on: never is not taken without GitHub's word; pass --fail-on")
+        if self.baseline is None:
+            self.baseline = frozenset()
+            notes.append("no baseline read (no token): pass --baseline with the base branch's file to accept breaks")
         review, verdict = self.verdict(review)
         self._write_summary(review, verdict)
-        return self._read_only(review, verdict, PostResult(verdict), why)
+        return self._read_only(review, verdict, PostResult(verdict, notes=notes), why)
 
     def post(self, review: Review) -> PostResult:
         self.check_head(review)

@@ -68,3 +68,12 @@ def test_review_json_may_ask_for_less_never_for_more(monkeypatch, capsys, github
     post(monkeypatch, capsys, github, tmp_path, quiet, pr_repo.head)
     assert github.issue_comments_of(1) == []  # quieter than the defaults: honoured
     assert not any("```suggestion" in c.body for c in github.comments_of(1))
+
+
+def test_without_a_token_review_json_cannot_loosen_the_gate(monkeypatch, capsys, github, pr_repo, tmp_path):
+    data = pr_review(pr_repo.base, pr_repo.head, fail_on="never")
+    for f in data["findings"]:
+        f["baselined"] = True
+    code, result, out = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head, token="")
+    assert code == 1 and result["new"] == 3 and out.count("::error ") == 3
+    assert github.state.log == []
