@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, TypeVar
 
@@ -114,6 +115,23 @@ def _message(exc: GithubException) -> str:
     return " ".join(text.split())[:500] or f"HTTP {exc.status}"
 
 
+def rate_limit_wait(status: int, headers: dict[str, str], message: str, now: Optional[float] = None) -> Optional[float]:
+    """Seconds GitHub asks to wait when an answer is a rate limit, else None (headers in lower
+    case). Primary limit spent: until ``x-ratelimit-reset``; secondary: ``retry-after``, or at
+    least a minute when it gives none (GitHub's documented behaviour)."""
+    if status not in (403, 429):
+        return None
+    retry_after = headers.get("retry-after", "")
+    reset = headers.get("x-ratelimit-reset", "")
+    if headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
+        return max(0.0, int(reset) - (time.time() if now is None else now))
+    if retry_after.isdigit():
+        return float(retry_after)
+    if status == 429 or "rate limit" in message.lower():
+        return 60.0
+    return None
+
+
 def translate(exc: BaseException) -> BaseException:
     """A PyGithub / requests exception as one of this module's kinds."""
     if isinstance(exc, requests.RequestException):
@@ -123,13 +141,10 @@ def translate(exc: BaseException) -> BaseException:
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     msg = _message(exc)
     status = exc.status
-    retry_after = headers.get("retry-after")
-    limited = status == 429 or (
-        status == 403 and (retry_after is not None or headers.get("x-ratelimit-remaining") == "0" or "rate limit" in msg.lower())
-    )
-    if limited:
-        wait = float(retry_after) if retry_after and retry_after.isdigit() else 60.0
-        return TransientError(f"rate limited (HTTP {status}): {msg}", wait_s=wait)
+    limited = rate_limit_wait(status, headers, msg)
+    if limited is not None:
+        kind = "primary" if headers.get("x-ratelimit-remaining") == "0" else "secondary"
+        return TransientError(f"{kind} rate limit (HTTP {status}): {msg}", wait_s=limited, rate_limit=True)
     if status >= 500:
         return TransientError(f"HTTP {status}: {msg}", wait_s=1.0)
     if status in (401, 403):
@@ -178,6 +193,10 @@ class GitHubClient:
 
     # -- plumbing -------------------------------------------------------------------------------
 
+    def pause(self, seconds: float) -> None:
+        """Sleep with the client's clock (tests pass one that does not wait)."""
+        self._sleep(seconds)
+
     def _read(self, fn: Callable[[], T]) -> T:
         return retry.read(lambda: _call(fn), self.policy, self._sleep)
 
@@ -214,6 +233,29 @@ class GitHubClient:
                 if pull.head.sha == sha:
                     return pull.number
             return None
+
+        return self._read(fetch)
+
+    def file_text(self, path: str, ref: str, limit: int = 1_000_000) -> Optional[str]:
+        """The UTF-8 text of the file ``path`` at commit ``ref``, or None when there is no such
+        file; a file over ``limit`` bytes or not text is a ``GitHubError``."""
+        from urllib.parse import quote
+
+        def fetch() -> Optional[str]:
+            try:
+                data = self._request("GET", f"{self._repo.url}/contents/{quote(path)}?ref={quote(ref)}")
+            except GithubException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+            if not isinstance(data, dict) or data.get("type") != "file" or data.get("encoding") != "base64":
+                raise GitHubError(f"{path} at {ref[:7]}: not a file GitHub returns the content of")
+            if int(data.get("size") or 0) > limit:
+                raise GitHubError(f"{path} at {ref[:7]}: over {limit} bytes")
+            try:
+                return base64.b64decode(str(data.get("content") or ""))[: limit + 1].decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                raise GitHubError(f"{path} at {ref[:7]}: not UTF-8 text") from None
 
         return self._read(fetch)
 
@@ -302,6 +344,31 @@ class GitHubClient:
         return self._write(
             lambda: self._request("POST", f"{self._repo.url}/issues/{number}/comments", {"body": body})["id"], recheck
         )
+
+    def delete_issue_comment(self, comment_id: int) -> None:
+        def delete() -> None:
+            try:
+                self._request("DELETE", f"{self._repo.url}/issues/comments/{comment_id}")
+            except GithubException as exc:
+                if exc.status != 404:  # already gone: what we wanted
+                    raise
+
+        self._write(delete)
+
+    def claim(self, ref: str, sha: str) -> bool:
+        """Create the git ref ``ref`` at ``sha``: a lock that GitHub itself holds, since creating
+        a ref that exists is refused. True when this call created it, False when it existed.
+        (A creation whose answer was lost reads as False: the caller waits, bounded, and goes on.)"""
+        def create() -> bool:
+            try:
+                self._request("POST", f"{self._repo.url}/git/refs", {"ref": ref, "sha": sha})
+                return True
+            except GithubException as exc:
+                if exc.status == 422 and "already exists" in _message(exc).lower():
+                    return False
+                raise
+
+        return self._write(create)
 
     def edit_issue_comment(self, comment_id: int, body: str) -> None:
         self._write(lambda: self._request("PATCH", f"{self._repo.url}/issues/comments/{comment_id}", {"body": body}))

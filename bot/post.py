@@ -6,13 +6,22 @@ imports torch. Everything it posts is recognisable by hidden markers, so a re-ru
 skips rather than duplicates, and every write that failed transiently is re-checked by
 marker before it is sent again (``retry``).
 
+review.json was written next to the pull request's code, so ``post`` recomputes from GitHub
+what it can (``from_github``): the base branch's configuration and baseline (contents at the
+base SHA GitHub gives for the pull request) decide the policy, ``fail_on`` and which findings
+are accepted; findings and fixes are kept only on the pull request's changed files, with
+repository-relative paths; the verdict is computed here. What is still the analysis's word
+(the findings, fixes and their verification) is labelled so in the check run.
+
 When the token cannot write (a fork's ``pull_request`` run), the findings become workflow
 command annotations and the step summary, and the exit code is the gate.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,23 +30,28 @@ from typing import Any, Callable, Optional
 from bot import markers, render
 from bot.diff import parse_files
 from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
-from bot.gate import Verdict, apply_baseline, compute_verdict
+from bot.gate import Verdict, apply_baseline, baseline_fingerprints, compute_verdict
 from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
-from bot.retry import TransientError
-from bot.review import Review
+from bot import retry
+from bot.retry import RetryLater, TransientError
+from bot.review import Review, Settings
 
 CHECK_NAME = "GraphMend"
 STATUS_CONTEXT = "graphmend/gate"
 ANNOTATIONS_PER_CALL = 50  # GitHub's limit per check-run create/update
+LOCK_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # waiting for a racing post's review
+_LOUDNESS = ("never", "on-change", "always")  # review.comment, quietest first
 
 
-def connect(token: str, repository: str, api_url: Optional[str] = None) -> GitHubClient:
-    """The client for ``repository`` (``api_url`` defaults to ``GITHUB_API_URL``)."""
-    return GitHubClient(token, repository, base_url=api_url)
+def connect(token: str, repository: str, api_url: Optional[str] = None, *,
+            max_rate_limit_wait_s: float = retry.Policy.max_rate_limit_wait_s) -> GitHubClient:
+    """The client for ``repository`` (``api_url`` defaults to ``GITHUB_API_URL``); a rate limit
+    that resets later than ``max_rate_limit_wait_s`` from now ends the run, saying when to retry."""
+    return GitHubClient(token, repository, base_url=api_url, policy=retry.Policy(max_rate_limit_wait_s=max_rate_limit_wait_s))
 
 
 # Failures of GitHub that the poster could not work around: the caller reports them in one line.
-GITHUB_FAILURES: tuple[type[BaseException], ...] = (GitHubError, TransientError)
+GITHUB_FAILURES: tuple[type[BaseException], ...] = (GitHubError, TransientError, RetryLater)
 
 
 class PostError(Exception):
@@ -97,6 +111,16 @@ def pull_from_event(event_name: str, payload: dict[str, Any], find_by_sha: Calla
     raise PostError(f"event {event_name!r}: expected pull_request, pull_request_target or workflow_run (or pass --pr and --head-sha)")
 
 
+def repo_path(path: str) -> Optional[str]:
+    """``path`` when it is a normalised repository-relative path (no ``..``, not absolute, no
+    backslash or control character), else None."""
+    if not path or path.startswith("/") or "\\" in path or any(ord(c) < 32 for c in path):
+        return None
+    if posixpath.normpath(path) != path or path.split("/")[0] == "..":
+        return None
+    return path
+
+
 # ---------------------------------------------------------------------------------------------
 # The poster
 
@@ -112,10 +136,14 @@ class Poster:
         out: Callable[[str], None] = print,
         summary_path: Optional[Path] = None,
         max_inline: int = MAX_INLINE,
+        overrides: Optional[dict[str, Any]] = None,
     ):
         self.client, self.target = client, target
         self.fail_on, self.baseline = fail_on, baseline
         self.out, self.summary_path, self.max_inline = out, summary_path, max_inline
+        self.overrides = dict(overrides or {})  # safety / suggestions / comment from the workflow (trusted)
+        self.changed: Optional[frozenset[str]] = None  # the pull request's files, once read from GitHub
+        self.provenance = ""
 
     def check_head(self, review: Review) -> None:
         if review.head_sha != self.target.head_sha:
@@ -129,19 +157,40 @@ class Poster:
         return review, compute_verdict(review, self.fail_on)
 
     def post_offline(self, review: Review, why: str) -> PostResult:
-        """No token (or no way to reach GitHub): annotations and the step summary only."""
+        """No token (or no way to reach GitHub): annotations and the step summary only.
+
+        Nothing can be read from GitHub, so nothing review.json claims loosens the gate: its
+        ``fail_on`` counts only when stricter than ``new-breaks``, and no break is accepted
+        unless ``--baseline`` gives the base branch's file (``--fail-on`` decides over both)."""
         self.check_head(review)
+        notes = []
+        if self.fail_on is None:
+            asked = review.settings.fail_on
+            self.fail_on = asked if asked == "any-break" else "new-breaks"
+            if asked == "never":
+                notes.append("review.json's fail_on: never is not taken without GitHub's word; pass --fail-on")
+        if self.baseline is None:
+            self.baseline = frozenset()
+            notes.append("no baseline read (no token): pass --baseline with the base branch's file to accept breaks")
         review, verdict = self.verdict(review)
         self._write_summary(review, verdict)
-        return self._read_only(review, verdict, PostResult(verdict), why)
+        return self._read_only(review, verdict, PostResult(verdict, notes=notes), why)
 
     def post(self, review: Review) -> PostResult:
         self.check_head(review)
+        notes: list[str] = []
+        try:
+            files = self.client.list_files(self.target.number)
+            review = self.from_github(review, files, notes)
+        except PermissionDenied as exc:
+            review, verdict = self.verdict(review)
+            self._write_summary(review, verdict)
+            return self._read_only(review, verdict, PostResult(verdict), str(exc))
         review, verdict = self.verdict(review)
-        result = PostResult(verdict)
+        result = PostResult(verdict, notes=notes)
         self._write_summary(review, verdict)
         try:
-            plan = self._plan(review)
+            plan = self._plan(review, files)
             self._review(review, verdict, plan, result)
             self._sticky(review, verdict, result)
         except PermissionDenied as exc:
@@ -151,8 +200,77 @@ class Poster:
 
     # -- stages ---------------------------------------------------------------------------------
 
-    def _plan(self, review: Review) -> Plan:
-        files = self.client.list_files(self.target.number)
+    def from_github(self, review: Review, files: list, notes: list[str]) -> Review:
+        """``review`` with what GitHub can tell replacing what the artifact claims: the base
+        branch's policy and baseline, and only findings and fixes on the changed files."""
+        pull = self.client.get_pull(self.target.number)
+        if pull.base_sha != review.base_sha:
+            notes.append(f"review.json was made against base {review.base_sha[:7]}; the pull request's base is "
+                         f"{pull.base_sha[:7]}: its policy and baseline are used")
+        config, accepted, problem = self._base_scope(pull.base_sha)
+        if problem:
+            notes.append(problem)
+        if self.fail_on is None:
+            self.fail_on = config.gate.fail_on
+        if self.baseline is None:
+            self.baseline = accepted
+        # review.json may ask for less than the base branch allows (quieter, fewer or safer
+        # suggestions), never for more; the workflow's own flags decide over both.
+        asked = review.settings
+        settings = Settings(
+            safety=self.overrides.get("safety", "safe" if "safe" in (asked.safety, config.fix.safety) else "unsafe"),
+            suggestions=self.overrides.get("suggestions", asked.suggestions and config.review.suggestions),
+            comment=self.overrides.get("comment", min(asked.comment, config.review.comment, key=_LOUDNESS.index)),
+            fail_on=self.fail_on,
+        )
+        changed = {f.filename for f in files}
+        findings, dropped, outside = [], 0, 0
+        for f in review.findings:
+            if repo_path(f.file) is None:
+                dropped += 1
+                continue
+            fix = f.fix
+            if fix is not None and not all(repo_path(e.file) in changed for e in fix.edits):
+                fix, outside = None, outside + 1
+                f = dataclasses.replace(f, decline=f.decline or "its fix edits files this pull request does not change")
+            findings.append(dataclasses.replace(f, fix=fix))
+        if dropped:
+            notes.append(f"{dropped} finding(s) in review.json named a path that is not repository-relative; dropped")
+        if outside:
+            notes.append(f"{outside} fix(es) edit files outside this pull request's changes; not offered")
+        review = dataclasses.replace(review, settings=settings, findings=tuple(findings))
+        self.changed = frozenset(changed)
+        self.provenance = (
+            f"The verdict, the policy (`fail_on: {self.fail_on}`) and the accepted breaks come from the base branch "
+            f"(`{pull.base_sha[:7]}`) as GitHub has it; the breaks, fixes and their verification are the analysis "
+            "job's report (review.json)."
+        )
+        return review
+
+    def _base_scope(self, base_sha: str) -> tuple[Any, frozenset[str], str]:
+        """The base branch's configuration and baseline, read through the API at ``base_sha``."""
+        from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_yaml, parse_config
+
+        config, problem = Config(root=Path(".")), ""
+        for name in CONFIG_NAMES:
+            text = self.client.file_text(name, base_sha)
+            if text is None:
+                continue
+            try:
+                shown = f"{name} at {base_sha[:7]}"
+                config = parse_config(load_yaml(text, shown), root=Path("."), shown=shown)
+            except ConfigError as exc:
+                problem = f"the base branch's configuration is invalid, so the defaults gate: {exc}"
+            break
+        accepted: frozenset[str] = frozenset()
+        try:
+            text = self.client.file_text(config.gate.baseline, base_sha) if repo_path(config.gate.baseline) else None
+            accepted = baseline_fingerprints(text) if text else frozenset()
+        except (ValueError, GitHubError) as exc:
+            problem = (problem + "; " if problem else "") + f"the base branch's baseline cannot be read ({exc}); no break is accepted"
+        return config, accepted, problem
+
+    def _plan(self, review: Review, files: list) -> Plan:
         diff = parse_files((f.filename, f.status, f.patch) for f in files)
         return plan_review(review, diff, max_inline=self.max_inline)
 
@@ -195,6 +313,8 @@ class Poster:
             # with nothing new in it would only be noise.
             result.notes.append("every new break already has a comment; no review for this head")
             return
+        if not self._hold_head_lock(review.head_sha, result):
+            return
         moved: tuple[Placement, ...] = ()
         for attempt in range(3):
             body = render.review_body(review, verdict, plan, moved=moved)
@@ -218,6 +338,28 @@ class Poster:
                 todo = [p for p in todo if p not in bad]
                 moved = moved + tuple(Placement(p.finding, "in-file", False, None, None, "refused by GitHub") for p in bad)
         raise GitHubError("the review was refused three times")
+
+    def _hold_head_lock(self, head_sha: str, result: PostResult) -> bool:
+        """Whether this run is the one to post the head's review. Two posts can run at once (a
+        re-run racing the first run): the one that creates ``refs/graphmend/post/<head>`` posts,
+        the others wait for its review. Without the right to create refs (``contents: write``)
+        there is no lock, and the workflow's concurrency group is the only guard."""
+        try:
+            if self.client.claim(f"refs/graphmend/post/{head_sha}", head_sha):
+                return True
+        except PermissionDenied as exc:
+            result.notes.append(f"no lock for this head's review (the token cannot create refs: {exc})")
+            return True
+        for wait in LOCK_WAITS_S:
+            self.client.pause(wait)
+            found = self._find_review(head_sha)
+            if found is not None:
+                result.review_id = found
+                result.notes.append(f"another post made the review for {head_sha[:7]}; not posting another")
+                return False
+        result.notes.append(f"another post holds the lock for {head_sha[:7]} but made no review in "
+                            f"{sum(LOCK_WAITS_S):.0f} s; posting")
+        return True
 
     def _comment(self, p: Placement) -> dict:
         c: dict[str, Any] = {"path": p.finding.file, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
@@ -262,12 +404,29 @@ class Poster:
                 mine = [cid for cid, old in self._sticky_candidates() if old == body]
                 return mine[0] if mine else None
 
-            result.sticky_id = self.client.create_issue_comment(self.target.number, body, recheck)
+            created = self.client.create_issue_comment(self.target.number, body, recheck)
+            result.sticky_id = self._one_sticky(created, result)
+
+    def _one_sticky(self, created: int, result: PostResult) -> int:
+        """After creating a sticky comment, the one to keep: posts that raced each created one,
+        and every one of them sees the earliest (lowest id) of its own author's, so each later
+        duplicate deletes itself and the earliest stays."""
+        found = [c for c in self.client.list_issue_comments(self.target.number) if markers.is_sticky(c.body)]
+        mine = next((c for c in found if c.id == created), None)
+        if mine is None:
+            return created
+        earlier = [c.id for c in found if c.user_login == mine.user_login and c.id < created]
+        if not earlier:
+            return created
+        self.client.delete_issue_comment(created)
+        result.notes.append(f"a racing post made the sticky comment first; removed this run's duplicate {created}")
+        return min(earlier)
 
     def _gate(self, review: Review, verdict: Verdict, result: PostResult) -> None:
-        anns = render.annotations(review, verdict)
+        # Annotations only on the pull request's own files; the summary lists every new break.
+        anns = [a for a in render.annotations(review, verdict) if self.changed is None or a["path"] in self.changed]
         title = render.headline(verdict)
-        summary = render.check_summary(review, verdict)  # the check's page shows the whole story
+        summary = render.check_summary(review, verdict, self.provenance)  # the check's page shows the whole story
         nonce = os.urandom(6).hex()  # tells this run's check run apart when re-checking after a 502
         payload = {
             "name": CHECK_NAME,

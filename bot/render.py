@@ -317,23 +317,36 @@ def sticky_body(review: Review, verdict: Verdict) -> str:
     return head + "\n" + tables + "\n" + chart + "\n"
 
 
-def check_summary(review: Review, verdict: Verdict) -> str:
-    """The check run's summary: the sticky comment's content (GitHub allows 65,535 characters)."""
-    return sticky_body(review, verdict).replace(markers.STICKY + "\n", "")
+def check_summary(review: Review, verdict: Verdict, provenance: str = "") -> str:
+    """The check run's summary (GitHub allows 65,535 characters): the sticky comment's content,
+    where each part comes from (``provenance``, trusted text), what the pull request changes in
+    the configuration (the analysis's report), and every new break by file:line."""
+    table = new_breaks_table(review, BODY_LIMIT // 3)
+    change = next((s.reason for s in review.stages if s.name == "config" and s.reason), "")
+    note = "\n" + provenance + "\n" if provenance else ""
+    note += "\n> " + escape(change, 1000) + "\n" if change else ""
+    text = sticky_body(review, verdict).replace(markers.STICKY + "\n", "")
+    room = BODY_LIMIT - len(table) - len(note) - 100
+    if len(text) > room:
+        text = text[: text.rfind("\n", 0, room) + 1] + "\n…(cut: the step summary has the rest)\n"
+    return text + note + table
 
 
 def summary_markdown(review: Review, verdict: Verdict) -> str:
     """The step summary: the sticky comment's content plus every new finding."""
-    text = sticky_body(review, verdict).replace(markers.STICKY + "\n", "")
+    return sticky_body(review, verdict).replace(markers.STICKY + "\n", "") + new_breaks_table(review, BODY_LIMIT // 2)
+
+
+def new_breaks_table(review: Review, budget: int) -> str:
     new = sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line))
-    if new:
-        rows = [
-            f"| {code_span(f'{f.file}:{f.line}')} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
-            for f in new
-        ]
-        table = "| where | break | rule | reason |\n|---|---|---|---|\n" + _bounded(rows, BODY_LIMIT // 2, "| …and {n} more | | | |")
-        text += "\n### New graph breaks\n\n" + table + "\n"
-    return text
+    if not new:
+        return ""
+    rows = [
+        f"| {code_span(f'{f.file}:{f.line}')} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
+        for f in new
+    ]
+    table = "| where | break | rule | reason |\n|---|---|---|---|\n" + _bounded(rows, budget, "| …and {n} more | | | |")
+    return "\n### New graph breaks\n\n" + table + "\n"
 
 
 def digest(text: str) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from graphmend import fsutil
 from graphmend.model import CheckReport, GraphBreak
 from graphmend.report import break_code
 
@@ -144,5 +145,5 @@ def write(path: Path, result: Update) -> bool:
     except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    fsutil.write_text(path, text)
     return True

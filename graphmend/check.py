@@ -2,11 +2,15 @@
 
 Dynamic findings are the ground truth; static detection only covers files no target's run
 traced (a file Dynamo ran through has already told us the truth about it), and never reports
-a candidate at a site a dynamic break already reports.
+a candidate at a site a dynamic break already reports. A ``# graphmend: ignore[...]`` comment
+on a break's line silences a dynamic break as it silences a static one, so the gate (``pr``)
+and every report leave it out alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from graphmend.config import Config
@@ -33,6 +37,7 @@ def check(
         from graphmend.detect.dynamic import detect_targets
 
         targets = detect_targets(config, names or None, runner=runner, progress=progress)
+        targets = tuple(_without_suppressed(config.root, t) for t in targets)
 
     static_breaks: tuple[GraphBreak, ...] = ()
     errors: tuple[FileError, ...] = ()
@@ -49,3 +54,28 @@ def check(
         )
         errors = tuple(result.errors)
     return CheckReport(targets=targets, static=static_breaks, errors=errors)
+
+
+def _without_suppressed(root: Path, target: TargetResult) -> TargetResult:
+    """``target`` without the breaks whose line (as it is in the repository) carries a
+    suppression comment for the break's rule; the break count drops by as many."""
+    from graphmend.sources import SourceError, read_source, suppressed
+
+    lines: dict[str, list[str]] = {}
+
+    def line_text(b: GraphBreak) -> str:
+        if b.file.startswith(("/", "../")):
+            return b.source_line
+        if b.file not in lines:
+            try:
+                lines[b.file] = read_source(root, b.file).splitlines()
+            except SourceError:
+                lines[b.file] = []
+        file_lines = lines[b.file]
+        return file_lines[b.line - 1] if 0 < b.line <= len(file_lines) else b.source_line
+
+    kept = tuple(b for b in target.breaks if not suppressed(line_text(b), b.rule))
+    if len(kept) == len(target.breaks):
+        return target
+    dropped = len(target.breaks) - len(kept)
+    return dataclasses.replace(target, breaks=kept, break_count=max(0, target.break_count - dropped))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -20,13 +21,22 @@ ENTRY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Z
 TARGET_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 
+# A configuration is a few dozen values: these bounds are far above any real one and keep a
+# hostile file (an alias "billion laughs", a 20,000-deep nesting) from costing memory, time or
+# a RecursionError. An error message shows a value through ``_SHOW``, which never expands it.
+MAX_YAML_BYTES = 1_000_000
+MAX_YAML_DEPTH = 64
+MAX_YAML_VALUES = 100_000
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxstring, _SHOW.maxother, _SHOW.maxlist, _SHOW.maxdict = 3, 80, 80, 8, 8
+
 
 class ConfigError(Exception):
     """A configuration problem; ``str()`` is the one-line message for the user."""
 
     def __init__(self, file: str, key: str, expected: str, found: Any):
         self.file, self.key, self.expected, self.found = file, key, expected, found
-        shown = found if isinstance(found, str) and found.startswith("<") else repr(found)
+        shown = found if isinstance(found, str) and found.startswith("<") else _SHOW.repr(found)
         super().__init__(f"{file}: {key}: expected {expected}, found {shown}")
 
 
@@ -185,16 +195,56 @@ def load_config(root: Path | str = ".", path: Path | str | None = None) -> Confi
         raise ConfigError(shown, "(file)", "UTF-8 text", "<undecodable bytes>") from None
     except OSError as exc:
         raise ConfigError(shown, "(file)", "a readable file", f"<{exc.strerror}>") from None
+    data = load_yaml(text, shown)
+    if data is None:
+        data = {}
+    return parse_config(data, root=root, file=file, shown=shown)
+
+
+def load_yaml(text: str, shown: str) -> Any:
+    """``yaml.safe_load`` of a configuration file, bounded in size, nesting depth and the number
+    of values its aliases expand to; every failure is a one-line ``ConfigError``."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(shown, "(file)", f"at most {MAX_YAML_BYTES} characters", f"<{len(text)} characters>")
     try:
+        # The event stream is produced without recursion: the depth is checked before the
+        # composer (which recurses) sees the document.
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else 0
+                    raise ConfigError(shown, "(file)", f"at most {MAX_YAML_DEPTH} levels of nesting",
+                                      f"<deeper at line {line}>")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node, {}) > MAX_YAML_VALUES:
+            raise ConfigError(shown, "(file)", f"at most {MAX_YAML_VALUES} values once aliases are expanded",
+                              "<more (an alias bomb?)>")
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(shown, "(file)", "valid YAML", f"<{problem}{where}>") from None
-    if data is None:
-        data = {}
-    return parse_config(data, root=root, file=file, shown=shown)
+        raise ConfigError(shown, "(file)", "valid YAML", f"<{str(problem)[:200]}{where}>") from None
+    return {} if data is None else data
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values ``node`` stands for with every alias expanded (memoised by node, so a
+    graph of shared nodes is measured without being expanded). Depth is bounded already."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    memo[id(node)] = min(size, MAX_YAML_VALUES + 1)
+    return memo[id(node)]
 
 
 def _display(file: Path, root: Path) -> str:
@@ -282,7 +332,7 @@ class _Reader:
 
 
 def _kind(value: Any) -> str:
-    return f"<{type(value).__name__}: {value!r}>" if value is not None else "<null>"
+    return f"<{type(value).__name__}: {_SHOW.repr(value)}>" if value is not None else "<null>"
 
 
 def _fields(cls: type) -> tuple[str, ...]:

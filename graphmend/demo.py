@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from graphmend import fsutil
 from graphmend.config import Config, load_config
 from graphmend.model import to_dict
 
@@ -55,7 +56,7 @@ def prepare_repository(source: Path, out: Path) -> Path:
 
 
 def _write(out: Path, name: str, text: str) -> None:
-    (out / name).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    fsutil.write_text(out / name, text if text.endswith("\n") else text + "\n")
 
 
 def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say = print,

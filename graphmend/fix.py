@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
+from graphmend import fsutil
 from graphmend.config import Config
 from graphmend.model import SCHEMA_VERSION, Decline, FileError, Fix, GraphBreak, Safety, TargetResult
 from graphmend.transforms.base import Failure, RuleContext, Suppressed
@@ -180,11 +181,6 @@ def _fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleConte
 # Dynamic mode
 
 
-def _write_file(path: Path, text: str) -> None:
-    """The one place that writes a fixed file into the user's tree."""
-    path.write_text(text, encoding="utf-8")
-
-
 def _dynamic(config, paths, target_names, threshold, write, progress, runner, verify=True) -> FixReport:
     from graphmend.detect.dynamic import detect_targets
 
@@ -277,7 +273,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
                 continue
             written = False
             if write:
-                _write_file(config.root / rel, new)
+                fsutil.write_text(config.root / rel, new)
                 written = True
             changes.append(FileChange(rel, _diff(rel, old, new), tuple(f.rule for f in applied if f.file == rel), written=written))
         summaries = tuple(
@@ -398,7 +394,7 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
         if result.changed:
             written = False
             if write and config.is_in_paths(rel):
-                _write_file(config.root / rel, result.text)
+                fsutil.write_text(config.root / rel, result.text)
                 written = True
             changes.append(FileChange(rel, _diff(rel, result.original, result.text),
                                       tuple(f.rule for f in result.applied), written=written))

@@ -3,14 +3,16 @@
 The base and head commits come from the event payload (``pull_request.base.sha`` and
 ``.head.sha``; not ``GITHUB_SHA``, which is the merge commit GitHub made, whose line numbers
 do not match the pull request's diff) or from ``--base`` / ``--head``. Both trees are
-written out with ``git archive`` and analysed with the *head*'s configuration, so the two
-sides are measured the same way; the base's results are cached by base SHA (and a digest of
-the configuration and versions) so that repeated runs on one pull request do not run the
-base's targets again.
+written out with ``git archive`` and analysed with the *base*'s configuration (``scope_config``),
+so the two sides are measured the same way and a pull request cannot narrow the analysis that
+gates it; a change it makes to the configuration is reported beside the result (the "config"
+stage) for a maintainer to accept by merging. The base's results are cached by base SHA (and a
+digest of the configuration and versions) so that repeated runs on one pull request do not run
+the base's targets again.
 
 Breaks are matched by fingerprint into introduced / fixed by the PR / unchanged. The gate's
-settings and the baseline are read from the *base* commit: a pull request cannot accept its
-own breaks, or switch the gate off, by editing them. Fixes are proposed and verified for the
+settings and the baseline are read from the *base* commit too: a pull request cannot accept
+its own breaks, or switch the gate off, by editing them. Fixes are proposed and verified for the
 introduced breaks only. A stage that cannot run is recorded in review.json with the reason.
 """
 
@@ -26,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from graphmend import __version__
-from graphmend.config import Config, ConfigError, find_config, load_config
+from graphmend import __version__, fsutil
+from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_config, load_yaml, parse_config
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
 from graphmend.report import lever_text
 
@@ -108,9 +110,7 @@ def store_cached(cache_dir: Optional[Path], key: str, report: CheckReport) -> No
     if cache_dir is None or report.failed:
         return  # never cache a run that crashed: the next one may succeed
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(to_dict(report)), encoding="utf-8")
-    tmp.replace(cache_dir / f"{key}.json")
+    fsutil.write_text(cache_dir / f"{key}.json", json.dumps(to_dict(report)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,31 +145,43 @@ def match(base: CheckReport, head: CheckReport) -> list[tuple[str, GraphBreak]]:
 # The analysis
 
 
-def _config_for(tree: Path, head_tree: Path, explicit: Optional[str]) -> Config:
-    """The head's configuration, rooted at ``tree`` (the base or the head)."""
-    if explicit:
-        return load_config(tree, head_tree / explicit if not Path(explicit).is_absolute() else explicit)
-    file = find_config(head_tree)
-    return load_config(tree, file) if file else load_config(tree)
+def _read_config(root: Path, sha: str, config_name: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """(name, text) of the configuration file at ``sha``, or (None, None) when there is none."""
+    for name in ([config_name] if config_name else list(CONFIG_NAMES)):
+        text = _git_show(root, sha, name)
+        if text is not None:
+            return name, text
+    return None, None
 
 
-def _gate_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple[Config, frozenset[str]]:
-    """The policy (gate, fix safety, review settings) and the accepted fingerprints as they
-    are on the base branch."""
+def _parse_at(root: Path, sha: str, name: str, text: str) -> Config:
+    return parse_config(load_yaml(text, f"{name} at {sha[:7]}"), root=root, shown=f"{name} at {sha[:7]}")
+
+
+def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple[Config, frozenset[str], str]:
+    """What decides the gate, as it is on the base branch: the analysis scope (targets, paths,
+    exclude), the fix and gate policy, the review settings, and the accepted fingerprints.
+
+    A base without a configuration file has the default scope (static checks of the whole
+    tree, no targets, ``fail_on: new-breaks``); a base whose file cannot be read has it too, and
+    the third value says why ("" otherwise).
+    """
     from bot.gate import baseline_fingerprints
 
-    from graphmend.config import CONFIG_NAMES, parse_config
-    import yaml
-
-    config = Config(root=root)
-    for name in ([config_name] if config_name else list(CONFIG_NAMES)):
-        text = _git_show(root, base_sha, name)
-        if text is not None:
-            try:
-                config = parse_config(yaml.safe_load(text) or {}, root=root, shown=f"{name} at {base_sha[:7]}")
-            except (ConfigError, yaml.YAMLError):
-                config = Config(root=root)  # the base's file is broken: the defaults gate
-            break
+    config, problem = Config(root=root), ""
+    run_file = None
+    if config_name and Path(config_name).is_absolute():
+        # A file of this run (the action's inputs merged into a copy), not of the repository:
+        # the scope is still the base branch's; only where the code runs is the run's to say.
+        run_file, config_name = Path(config_name), None
+    name, text = _read_config(root, base_sha, config_name)
+    if name is not None and text is not None:
+        try:
+            config = _parse_at(root, base_sha, name, text)
+        except ConfigError as exc:
+            problem = f"the base branch's configuration is invalid, so the default scope decides the gate: {exc}"
+    if run_file is not None:
+        config = dataclasses.replace(config, sandbox=load_config(root, run_file).sandbox)
     baseline_text = _git_show(root, base_sha, config.gate.baseline)
     accepted: frozenset[str] = frozenset()
     if baseline_text:
@@ -177,7 +189,31 @@ def _gate_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
             accepted = baseline_fingerprints(baseline_text)
         except ValueError:
             accepted = frozenset()
-    return config, accepted
+    return config, accepted, problem
+
+
+def config_change(root: Path, base_sha: str, head_sha: str, config_name: Optional[str], scope: Config) -> str:
+    """What the pull request changes in GraphMend's configuration, for a maintainer to accept by
+    merging ("" when nothing): the gate itself never uses the head's file."""
+    if config_name and Path(config_name).is_absolute():
+        config_name = None  # the run's own file: compare the repository's
+    base_name, base_text = _read_config(root, base_sha, config_name)
+    head_name, head_text = _read_config(root, head_sha, config_name)
+    if (base_name, base_text) == (head_name, head_text):
+        return ""
+    lead = "this pull request changes GraphMend's configuration"
+    tail = "; the gate used the base branch's (merging accepts the change)"
+    if head_name is None or head_text is None:
+        return f"{lead}: it removes {base_name}{tail}"
+    try:
+        head = _parse_at(root, head_sha, head_name, head_text)
+    except ConfigError as exc:
+        return f"{lead}: its {head_name} is invalid ({exc}){tail}"
+    base = dataclasses.replace(scope, root=root, file=None)
+    keys = [f.name for f in dataclasses.fields(Config) if f.name not in ("root", "file")
+            and getattr(base, f.name) != getattr(dataclasses.replace(head, root=root, file=None), f.name)]
+    what = ", ".join(keys) if keys else "formatting only"
+    return f"{lead}: {head_name} ({what}){tail}"
 
 
 def analyse(
@@ -204,11 +240,16 @@ def analyse(
     base_sha, head_sha = resolve(root, base, "base"), resolve(root, head, "head")
     say = progress or (lambda _m: None)
     stages: list[rv.Stage] = []
-    gate_config, accepted = _gate_config(root, base_sha, config_name)
+    # One scope for both trees, the base branch's: a pull request that narrows its own
+    # analysis (exclude its folder, drop the targets) is measured as the base decides.
+    gate_config, accepted, problem = scope_config(root, base_sha, config_name)
+    change = config_change(root, base_sha, head_sha, config_name, gate_config)
+    stages.append(rv.Stage("config", True, "; ".join(x for x in (problem, change) if x)[:2000]))
 
-    with tree_at(root, head_sha) as head_tree, tree_at(root, base_sha) as base_tree:
-        head_config = _config_for(head_tree, head_tree, config_name)
-        base_config = _config_for(base_tree, head_tree, config_name)
+    refused: list[tuple[str, str]] = []  # the head's members that git archive would write outside the tree
+    with tree_at(root, head_sha, refused) as head_tree, tree_at(root, base_sha) as base_tree:
+        head_config = dataclasses.replace(gate_config, root=head_tree)
+        base_config = dataclasses.replace(gate_config, root=base_tree)
 
         say(f"pr: analysing head {head_sha[:7]}")
         head_report = check(head_config)
@@ -269,6 +310,7 @@ def analyse(
             benchmark=benchmarks.get(name),
         ))
     errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
+    errors += tuple(rv.FileError(path[:1000], why) for path, why in refused)
     # The policy is the base branch's: a pull request does not get to loosen it for itself.
     settings = rv.Settings(
         safety=gate_config.fix.safety,
@@ -413,7 +455,7 @@ def write_outputs(result: PrResult, out: Path, summary: Optional[Path]) -> None:
     from bot.review import dump
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump(result.review), encoding="utf-8")
+    fsutil.write_text(out, dump(result.review))
     if summary is not None:
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(render.summary_markdown(result.review, result.verdict))

@@ -2,17 +2,33 @@
 
 Everything GraphMend reads from a repository goes through ``read_source``: it never follows a
 symlink out of the repository, and turns every way a file can be unusable (unreadable, binary,
-not UTF-8) into a ``SourceError`` whose ``str()`` is one line naming the file and the cause, so
+not UTF-8, too big or too deeply nested to parse safely: ``parse_bounds``) into a ``SourceError`` whose ``str()`` is one line naming the file and the cause, so
 that callers can report it and go on with the other files.
 """
 
 from __future__ import annotations
 
+import io
+import keyword
 import os
 import re
+import tokenize
 from pathlib import Path
 
-__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files"]
+__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files", "parse_bounds"]
+
+# libcst's native parser recurses on the C stack: a 100,000-deep unary expression kills the
+# process with a segfault, and its time grows quadratically with a chain of binary operators
+# or attributes in one statement (3,000 terms: 12 s; 30,000: hours). Python's own compiler
+# refuses nesting past 200. These bounds are far beyond real code; a file past them is that
+# file's error.
+MAX_SOURCE_CHARS = 5_000_000
+MAX_NESTING = 100  # brackets and runs of unary operators
+MAX_CHAIN = 1000  # binary operators and attribute dots in one statement
+_OPEN, _CLOSE = "([{", ")]}"
+_UNARY = {"-", "+", "~", "not", "await", "*", "**"}
+_OPERAND_END = {tokenize.NUMBER, tokenize.STRING}
+_NOT_BINARY = {"=", ",", ":", ";", "->", "...", "@"} | set(_OPEN) | set(_CLOSE)
 
 
 class SourceError(Exception):
@@ -58,7 +74,53 @@ def read_source(root: Path | str, rel: str) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise SourceError(rel, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line})") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    text = text[1:] if text.startswith("\ufeff") else text
+    if rel.endswith((".py", ".pyi")):
+        problem = parse_bounds(text)
+        if problem:
+            raise SourceError(rel, f"not parsed: {problem}")
+    return text
+
+
+def parse_bounds(text: str) -> str:
+    """Why parsing ``text`` could crash or hang the parser, or "" when it is within bounds.
+
+    Tokenizing is iterative and linear, so it is safe on any input; a file that does not even
+    tokenize is left to the parser, which reports the syntax error.
+    """
+    if len(text) > MAX_SOURCE_CHARS:
+        return f"{len(text)} characters (at most {MAX_SOURCE_CHARS})"
+    depth = unary = chain = 0
+    operand = False  # whether the previous token ends an operand (so an operator is binary)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind, s = tok.type, tok.string
+            if kind == tokenize.NEWLINE:
+                chain, unary, operand = 0, 0, False
+                continue
+            if kind in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            is_op = kind == tokenize.OP or (kind == tokenize.NAME and keyword.iskeyword(s))
+            if is_op and s in _OPEN:
+                depth += 1
+            elif is_op and s in _CLOSE:
+                depth = max(0, depth - 1)
+            if is_op and not operand and s in _UNARY:
+                unary += 1
+            elif is_op and operand and s not in _NOT_BINARY and s not in ("None", "True", "False"):
+                chain += 1
+                unary = 0
+            else:
+                unary = 0
+            if depth > MAX_NESTING or unary > MAX_NESTING:
+                return f"nested more than {MAX_NESTING} deep at line {tok.start[0]}"
+            if chain > MAX_CHAIN:
+                return f"a statement with more than {MAX_CHAIN} operators at line {tok.start[0]}"
+            operand = (kind in _OPERAND_END or (kind == tokenize.NAME and (not keyword.iskeyword(s) or s in ("None", "True", "False")))
+                       or (is_op and s in _CLOSE))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return ""
 
 
 # `# graphmend: ignore` or `# graphmend: ignore[GM101, GM2]` (codes or code prefixes)

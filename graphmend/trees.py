@@ -46,8 +46,13 @@ def resolve_rev(root: Path, rev: str) -> str:
         raise TreeError(f"--base {rev!r}: unknown revision in {root}") from None
 
 
-def export_rev(root: Path, rev: str, dest: Path) -> str:
-    """Write the files of ``rev`` into ``dest`` (which must exist); returns the commit id."""
+def export_rev(root: Path, rev: str, dest: Path, refused: list[tuple[str, str]] | None = None) -> str:
+    """Write the files of ``rev`` into ``dest`` (which must exist); returns the commit id.
+
+    A member that would land outside ``dest`` (a link to an absolute path or out through
+    ``..``, a device file) is not written: it is that file's error, appended to ``refused`` as
+    (path, reason), and the rest of the tree is written.
+    """
     commit = resolve_rev(root, rev)
     # ``root`` may be a folder inside the repository (``-C examples``): take that folder of
     # the revision, so that both trees have the same layout.
@@ -57,20 +62,31 @@ def export_rev(root: Path, rev: str, dest: Path) -> str:
         data = _git(top, "archive", "--format=tar", f"{commit}:{prefix}" if prefix else commit)
     except TreeError:
         raise TreeError(f"--base {rev!r}: {prefix}/ does not exist at that revision") from None
+    skipped = refused if refused is not None else []
+
+    def refuse_escapes(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
+        try:
+            return tarfile.data_filter(member, path)
+        except tarfile.FilterError as exc:
+            kind = "link" if member.issym() or member.islnk() else "file"
+            skipped.append((member.name, f"not extracted: a {kind} that leaves the tree ({type(exc).__name__})"))
+            return None
+
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
+        tar.extractall(dest, filter=refuse_escapes)
     return commit
 
 
 @contextlib.contextmanager
-def tree_at(root: Path | str, rev: str) -> Iterator[Path]:
-    """A temporary folder holding the repository at ``rev``, removed on exit."""
+def tree_at(root: Path | str, rev: str, refused: list[tuple[str, str]] | None = None) -> Iterator[Path]:
+    """A temporary folder holding the repository at ``rev``, removed on exit (``refused``: as
+    for ``export_rev``)."""
     root = Path(root).resolve()
     tmp = Path(tempfile.mkdtemp(prefix="graphmend-base-"))
     try:
         dest = tmp / "tree"
         dest.mkdir()
-        export_rev(root, rev, dest)
+        export_rev(root, rev, dest, refused)
         yield dest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -118,3 +118,37 @@ def test_unknown_target_name_lists_the_known_ones(tmp_path):
 def test_paths_and_exclude(tmp_path, rel, inside):
     write(tmp_path, FULL)
     assert load_config(tmp_path).is_in_paths(rel) is inside
+
+
+def _alias_bomb(levels: int) -> str:
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels + 1):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + f"\npaths: *l{levels}\n"
+
+
+def test_a_yaml_alias_bomb_is_one_short_error(tmp_path):
+    import time
+
+    (tmp_path / "graphmend.yml").write_text(_alias_bomb(6))
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    message = str(err.value)
+    assert len(message) < 300 and "\n" not in message
+    assert "aliases" in message and "graphmend.yml" in message
+    assert time.monotonic() - started < 5
+
+
+def test_a_20000_deep_yaml_is_one_error_not_a_recursion_error(tmp_path):
+    (tmp_path / "graphmend.yml").write_text("paths: " + "[" * 20000 + "]" * 20000 + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert "levels of nesting" in str(err.value)
+
+
+def test_a_wrong_value_is_shown_without_being_expanded(tmp_path):
+    (tmp_path / "graphmend.yml").write_text("paths: [" + ", ".join(["[1, 2, 3]"] * 5000) + "]\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path)
+    assert len(str(err.value)) < 400

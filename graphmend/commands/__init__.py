@@ -20,11 +20,18 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return load_config(Path(args.root), args.config)
 
 
+def warn(verb: str, text: str) -> None:
+    """One message on stderr, ``graphmend VERB: text``, with untrusted text (a target's error, a
+    file's message) unable to act as a workflow command in a GitHub Actions log."""
+    from graphmend.report.github import neutralise
+
+    print(f"graphmend {verb}: {neutralise(text)}", file=sys.stderr, flush=True)
+
+
 def progress_to_stderr(verb: str) -> Callable[[str], None]:
     """Progress lines on stderr, each prefixed ``graphmend VERB:`` once."""
     def say(message: str) -> None:
-        print(f"graphmend {verb}: {message.split(': ', 1)[-1] if message.startswith(verb + ':') else message}",
-              file=sys.stderr, flush=True)
+        warn(verb, message.split(': ', 1)[-1] if message.startswith(verb + ':') else message)
 
     return say
 
@@ -36,8 +43,9 @@ def write_report(args: argparse.Namespace, verb: str, report: Any, render_text: 
     ``chart_key`` is the keyword ``write_chart`` takes this report as (``verify_report``, ...).
     """
     if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as f:
-            f.write(render_markdown(report))
+        from graphmend import fsutil
+
+        fsutil.write_text(args.markdown, render_markdown(report))
     if args.chart:
         from graphmend.report.chart import write_chart
 

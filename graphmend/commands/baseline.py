@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from graphmend.commands import UsageError, config_from_args
+from graphmend.commands import UsageError, config_from_args, warn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"graphmend baseline: target {t.name} could not run (its accepted breaks are kept): "
                   f"{t.error.splitlines()[0] if t.error else ''}", file=sys.stderr)
     for e in report.errors:
-        print(f"graphmend baseline: {e.path}: {e.message}", file=sys.stderr)
+        warn("baseline", f"{e.path}: {e.message}")
     result = baseline.update(existing, report, reason=args.reason or baseline.DEFAULT_REASON,
                              commit=baseline.current_commit(config.root), prune=not args.keep_missing)
     changed = baseline.write(out, result)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from graphmend.commands import UsageError, config_from_args, progress_to_stderr, write_report
+from graphmend.commands import UsageError, config_from_args, progress_to_stderr, warn, write_report
 
 
 def _positive(text: str) -> int:
@@ -52,5 +52,5 @@ def run(args: argparse.Namespace) -> int:
     write_report(args, "bench", report, render_bench_text, render_bench_markdown, "bench_report")
     for t in report.targets:
         if t.error:
-            print(f"graphmend bench: target {t.name}: {t.error}", file=sys.stderr)
+            warn("bench", f"target {t.name}: {t.error}")
     return 1 if report.failed else 0

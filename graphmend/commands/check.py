@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, Iterator
 
-from graphmend.commands import config_from_args
+from graphmend.commands import config_from_args, warn
 from graphmend.model import CheckReport, to_dict
 
 
@@ -36,9 +36,9 @@ def run_check(config: Any, args: argparse.Namespace) -> int:
                        static=not args.no_static, dynamic=not args.no_dynamic, progress=progress)
     for t in report.targets:
         if t.error:
-            print(f"graphmend check: target {t.name}: {t.error}", file=sys.stderr)
+            warn("check", f"target {t.name}: {t.error}")
     for e in report.errors:
-        print(f"graphmend check: {e.path}: {e.message}", file=sys.stderr)
+        warn("check", f"{e.path}: {e.message}")
     sys.stdout.write(render(report, args.format))
     return exit_code(report)
 

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from graphmend.commands import config_from_args
+from graphmend.commands import config_from_args, warn
 
 EPILOG = (
     "Exit codes: 0 nothing left to fix or everything fixed; 1 findings remain (declined, unsafe "
@@ -58,10 +58,10 @@ def run(args: argparse.Namespace) -> int:
     report = apply_fixes(config, args.paths or None, targets, unsafe=args.unsafe_fixes, write=not args.diff, progress=progress,
                          verify=not args.no_verify)
     for e in report.errors:
-        print(f"graphmend fix: {e.path}: {e.message}", file=sys.stderr)
+        warn("fix", f"{e.path}: {e.message}")
     for t in report.targets:
         if t.error:
-            print(f"graphmend fix: target {t.name}: {t.error.splitlines()[0]}", file=sys.stderr)
+            warn("fix", f"target {t.name}: {t.error.splitlines()[0]}")
     if args.format == "json":
         data = to_dict(report)
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from graphmend import fsutil
 from graphmend.commands import UsageError
 from graphmend.config import parse_config
 
@@ -94,12 +95,12 @@ def run(args: argparse.Namespace) -> int:
     text = CONFIG_TEMPLATE.format(src=args.src, name="my-model", module=module, factory="my_model")
     # What we write must load: a template that fails its own validation would be a bug.
     parse_config(yaml.safe_load(text), root=root, shown="graphmend.yml")
-    config_path.write_text(text, encoding="utf-8")
+    fsutil.write_text(config_path, text)
     targets_path.parent.mkdir(parents=True, exist_ok=True)
     for parent in targets_path.relative_to(root).parents:
         if str(parent) != "." and not (root / parent / "__init__.py").exists():
-            (root / parent / "__init__.py").write_text("", encoding="utf-8")
-    targets_path.write_text(TARGETS_TEMPLATE.format(factory="my_model"), encoding="utf-8")
+            fsutil.write_text(root / parent / "__init__.py", "")
+    fsutil.write_text(targets_path, TARGETS_TEMPLATE.format(factory="my_model"))
     print(f"wrote {config_path.relative_to(root)} and {targets_path.relative_to(root)}")
     print("next: edit the target factory, then run `graphmend check`")
     return 0

@@ -36,6 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the baseline file as it is on the base branch (re-marks accepted breaks)")
     parser.add_argument("--summary", metavar="FILE", help="append the step summary here (default: $GITHUB_STEP_SUMMARY)")
     parser.add_argument("--max-inline", type=int, default=30, metavar="N", help="at most N inline comments (default: 30)")
+    parser.add_argument("--comment", choices=("on-change", "always", "never"),
+                        help="override review.comment of the base branch's configuration")
+    parser.add_argument("--suggestions", choices=("true", "false"), help="override review.suggestions")
+    parser.add_argument("--safety", choices=("safe", "unsafe"), help="override fix.safety")
+    parser.add_argument("--max-rate-limit-wait", type=float, default=300.0, metavar="SECONDS",
+                        help="wait at most this long for GitHub's rate limit to reset; past it, fail saying when to "
+                             "retry (default: 300)")
 
 
 def _event(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
@@ -66,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UsageError(f"baseline {args.baseline}: cannot read: {exc}") from None
 
+    if not args.max_rate_limit_wait >= 0:
+        raise UsageError(f"--max-rate-limit-wait: expected seconds >= 0, found {args.max_rate_limit_wait}")
     event_name, payload = _event(args)
     token = os.environ.get(args.token_env, "")
     client = None
@@ -79,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         repo = args.repo or ((payload.get("repository") or {}).get("full_name")) or os.environ.get("GITHUB_REPOSITORY", "")
         if token and repo:
-            client = connect(token, repo, args.api_url)
+            client = connect(token, repo, args.api_url, max_rate_limit_wait_s=args.max_rate_limit_wait)
         if args.pr is not None:
             if not args.head_sha:
                 raise UsageError("--pr needs --head-sha (the commit the review is for)")
@@ -91,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             raise UsageError("no event payload: pass --event (or set GITHUB_EVENT_PATH), or --pr and --head-sha")
         poster = Poster(client, target, fail_on=args.fail_on, baseline=baseline, out=out,
-                        summary_path=Path(summary) if summary else None, max_inline=args.max_inline)
+                        summary_path=Path(summary) if summary else None, max_inline=args.max_inline,
+                        overrides={k: v for k, v in (("comment", args.comment), ("safety", args.safety),
+                                                     ("suggestions", None if args.suggestions is None else args.suggestions == "true"))
+                                   if v is not None})
         if client is None:
             why = f"no token in ${args.token_env}" if not token else "no repository named"
             result = poster.post_offline(review, why)

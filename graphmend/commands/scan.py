@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from graphmend.commands import UsageError, config_from_args
+from graphmend import fsutil
+from graphmend.commands import UsageError, config_from_args, warn
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,12 +70,12 @@ def run(args: argparse.Namespace) -> int:
                   progress=lambda m: print(m, file=sys.stderr, flush=True))
     for t in result.report.targets:
         if t.error:
-            print(f"graphmend scan: target {t.name}: {t.error.splitlines()[0] if t.error else ''}", file=sys.stderr)
+            warn("scan", f"target {t.name}: {t.error.splitlines()[0] if t.error else ''}")
     for e in result.report.errors:
-        print(f"graphmend scan: {e.path}: {e.message}", file=sys.stderr)
+        warn("scan", f"{e.path}: {e.message}")
     sarif_path = Path(args.sarif)
     sarif_path.parent.mkdir(parents=True, exist_ok=True)
-    sarif_path.write_text(render_sarif(result), encoding="utf-8")
+    fsutil.write_text(sarif_path, render_sarif(result))
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:

@@ -62,6 +62,12 @@ def write_chart(path: Path | str, verify_report: Optional[VerifyReport] = None, 
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=110)
+    import io
+
+    from graphmend import fsutil
+
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
+    fsutil.write_bytes(path, png.getvalue())
     plt.close(fig)
     return path

@@ -7,10 +7,23 @@ every value is escaped, or a reason containing ``a, b`` would cut the title shor
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from graphmend.model import CheckReport, GraphBreak
 from graphmend.report import break_code, lever_note, sort_breaks
+
+
+# The Actions runner reads a log line as a command when it starts (after blanks) with "::" or,
+# in the old syntax, "##[": a target's error text or a file's message is the pull request's to
+# choose, and "::add-mask::", "::stop-commands::" or "::error::" at a line start would steer
+# the job's log. A zero-width space after the first character keeps the text readable and inert.
+_COMMAND_START = re.compile(r"^([ \t]*)(::|##\[)", re.MULTILINE)
+
+
+def neutralise(text: str) -> str:
+    """``text`` (untrusted, possibly many lines) made safe to print into a GitHub Actions log."""
+    return _COMMAND_START.sub(lambda m: m.group(1) + m.group(2)[0] + "\u200b" + m.group(2)[1:], text)
 
 
 def escape_data(text: str) -> str:

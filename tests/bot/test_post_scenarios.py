@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 from graphmend.cli import main
-from tests.bot.conftest import (FOLLOW_UP_MODEL, FP_BRANCH, FP_GUARD, FP_NONZERO, REPO_NAME, RO_TOKEN, TOKEN, finding,
+from tests.bot.conftest import (FOLLOW_UP_MODEL, commit_all, git, FP_BRANCH, FP_GUARD, FP_NONZERO, REPO_NAME, RO_TOKEN, TOKEN, finding,
                                 pr_review, write_review)
 
 
@@ -252,7 +252,9 @@ def test_out_of_diff_finding_never_reaches_the_review_api(monkeypatch, capsys, g
     assert {(c.path, c.line) for c in github.comments_of(1)} == {("src/model.py", 14), ("src/model.py", 16), ("src/model.py", 17)}
     [rv] = github.reviews_of(1)
     assert "2 new finding(s) without an inline comment" in rv.body and "src/util.py:3" in rv.body
-    assert {a["path"] for a in github.state.check_runs[0].annotations} == {"src/model.py", "src/util.py"}
+    # Annotations stay on the pull request's own files; the check's summary still names the break.
+    assert {a["path"] for a in github.state.check_runs[0].annotations} == {"src/model.py"}
+    assert "`src/util.py:3`" in github.state.check_runs[0].summary
 
 
 def test_a_stale_pending_review_of_ours_is_deleted(monkeypatch, capsys, github, pr_repo, tmp_path):
@@ -277,7 +279,7 @@ def test_a_comment_github_refuses_goes_to_the_body(monkeypatch, capsys, github, 
 
 def test_annotations_are_paged_fifty_per_call(monkeypatch, capsys, github, pr_repo, tmp_path):
     data = pr_review(pr_repo.base, pr_repo.head)
-    data["findings"] = [finding(f"{i:020x}", 1 + i % 70, f"break {i}", file="src/util.py") for i in range(120)]
+    data["findings"] = [finding(f"{i:020x}", 1 + i % 70, f"break {i}") for i in range(120)]
     code, result, _ = post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
     [run] = github.state.check_runs
     assert len(run.annotations) == 120
@@ -287,7 +289,7 @@ def test_annotations_are_paged_fifty_per_call(monkeypatch, capsys, github, pr_re
 def test_a_lost_answer_to_an_annotation_page_does_not_duplicate_it(monkeypatch, capsys, github, pr_repo, tmp_path):
     github.inject("checks/update", "502", after=True)  # the page arrived; its answer did not
     data = pr_review(pr_repo.base, pr_repo.head)
-    data["findings"] = [finding(f"{i:020x}", 1 + i % 70, f"break {i}", file="src/util.py") for i in range(80)]
+    data["findings"] = [finding(f"{i:020x}", 1 + i % 70, f"break {i}") for i in range(80)]
     post(monkeypatch, capsys, github, tmp_path, write_review(tmp_path, data), pr_repo.head)
     [run] = github.state.check_runs
     assert len(run.annotations) == 80 and len(github.requests("PATCH", "/check-runs/")) == 1
@@ -312,14 +314,30 @@ def test_workflow_run_event_finds_the_pr_by_head_sha(monkeypatch, capsys, github
     assert code == 1 and result["review_id"] == github.reviews_of(1)[0].id
 
 
+def base_with_config(pr_repo, github, config: str, **files: str) -> tuple[int, str]:
+    """A pull request of the same head onto a base commit that holds ``config`` as graphmend.yml
+    (and ``files``, by path)."""
+    git(pr_repo.root, "checkout", "-q", pr_repo.base)
+    for rel, text in {"graphmend.yml": config, **files}.items():
+        (pr_repo.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pr_repo.root / rel).write_text(text)
+    base = commit_all(pr_repo.root, "configure graphmend")
+    git(pr_repo.root, "checkout", "-q", "feature")
+    return github.open_pull(REPO_NAME, base, pr_repo.head).number, base
+
+
 def test_sticky_comment_never_and_always(monkeypatch, capsys, github, pr_repo, tmp_path):
-    never = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head, comment="never"), "n.json")
-    post(monkeypatch, capsys, github, tmp_path, never, pr_repo.head)
-    assert github.issue_comments_of(1) == []
-    always = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head, comment="always"), "a.json")
-    post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head)
-    post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head)
-    assert len(github.issue_comments_of(1)) == 1 and len(github.requests("PATCH", r"/issues/comments/")) == 1
+    # The comment policy is the base branch's: review.json may ask for less, never for more.
+    number, base = base_with_config(pr_repo, github, "review:\n  comment: never\n")
+    never = write_review(tmp_path, pr_review(base, pr_repo.head, comment="always"), "n.json")
+    post(monkeypatch, capsys, github, tmp_path, never, pr_repo.head, event=event_file(tmp_path, number, pr_repo.head))
+    assert github.issue_comments_of(number) == []
+    number, base = base_with_config(pr_repo, github, "review:\n  comment: always\n")
+    always = write_review(tmp_path, pr_review(base, pr_repo.head, comment="always"), "a.json")
+    event = event_file(tmp_path, number, pr_repo.head)
+    post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head, event=event)
+    post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head, event=event)
+    assert len(github.issue_comments_of(number)) == 1 and len(github.requests("PATCH", r"/issues/comments/")) == 1
 
 
 def test_a_pasted_marker_on_someone_elses_comments_changes_nothing(monkeypatch, capsys, github, pr_repo, tmp_path):

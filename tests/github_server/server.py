@@ -17,11 +17,13 @@ out would), a secondary rate limit (403 with ``retry-after``), or refusing a com
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
@@ -128,10 +130,11 @@ class Status:
 @dataclass
 class Fault:
     op: str
-    kind: str  # "502" | "secondary" | "reject-comment"
+    kind: str  # "502" | "secondary" | "primary" | "reject-comment"
     after: bool = False  # do the work, then answer the error
     times: int = 1
     match: str = ""  # reject-comment: "path:line"
+    reset_at: float = 0.0  # primary: the limit is spent until then (epoch seconds), for every call
 
 
 def git(cwd: str, *args: str) -> str:
@@ -270,8 +273,14 @@ class GitHubServer:
                 else:
                     c.commit_id = new_head
 
-    def inject(self, op: str, kind: str, *, after: bool = False, times: int = 1, match: str = "") -> None:
-        self.state.faults.append(Fault(op, kind, after, times, match))
+    def inject(self, op: str, kind: str, *, after: bool = False, times: int = 1, match: str = "",
+               reset_in: float = 0.0) -> None:
+        """``kind="primary"``: the primary rate limit is spent for ``reset_in`` seconds; every call
+        of ``op`` until then is refused as GitHub refuses it (403, ``x-ratelimit-remaining: 0``,
+        ``x-ratelimit-reset``), however often it is retried."""
+        import time
+
+        self.state.faults.append(Fault(op, kind, after, times, match, time.time() + reset_in if kind == "primary" else 0.0))
 
     # -- inspection helpers ---------------------------------------------------------------------
 
@@ -409,15 +418,27 @@ ROUTES: list[Route] = [
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/(?P<n>\d+)/comments", "issues/list-comments", "list_issue_comments"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/(?P<n>\d+)/comments", "issues/create-comment", "create_issue_comment"),
         ("PATCH", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/comments/(?P<id>\d+)", "issues/update-comment", "update_issue_comment"),
+        ("DELETE", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/comments/(?P<id>\d+)", "issues/delete-comment", "delete_issue_comment"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs", "checks/create", "create_check_run"),
         ("PATCH", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<id>\d+)", "checks/update", "update_check_run"),
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/commits/(?P<ref>[^/]+)/check-runs", "checks/list-for-ref", "list_check_runs"),
         ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/check-runs/(?P<id>\d+)", "checks/get", "get_check_run"),
         ("POST", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/statuses/(?P<sha>[0-9a-f]{40})", "repos/create-commit-status", "create_status"),
+        ("GET", r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)/contents/(?P<path>.+)", "repos/get-content", "get_content"),
     ]
 ]
 # The scan's fix pull request (Git Data API, pulls from a branch) and GitHub App auth.
 ROUTES += [(m, re.compile("^" + p + "$"), op, fn) for m, p, op, fn in git_data.SPECS]
+
+
+_CONTENTS_PATH = re.compile(r"^(/repos/[^/]+/[^/]+/contents/)(.+)$")
+
+
+def _validation_path(path: str) -> str:
+    """As ``git_data.validation_path``, and a file path in ``/contents/`` (several segments on
+    GitHub, ``x-multi-segment`` in the description) as one encoded segment."""
+    m = _CONTENTS_PATH.match(path)
+    return m.group(1) + m.group(2).replace("/", "%2F") if m else git_data.validation_path(path)
 
 
 class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
@@ -452,7 +473,7 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {k: v for k, v in self.headers.items()}
         _BASE.url = f"http://{self.headers.get('Host')}"
-        sreq = spec.SpecRequest(method, git_data.validation_path(path), query, headers, raw)
+        sreq = spec.SpecRequest(method, _validation_path(path), query, headers, raw)
         status, payload, extra = self._dispatch(method, path, query, raw, sreq)
         data = b"" if payload is None else json.dumps(payload).encode()
         out_headers = {"Content-Type": "application/json; charset=utf-8", **extra}
@@ -514,11 +535,19 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
                 if f.op == op and f.times > 0:
                     if f.kind == "reject-comment":
                         continue
+                    if f.kind == "primary":
+                        if time.time() < f.reset_at:
+                            return f
+                        continue
                     f.times -= 1
                     return f
         return None
 
     def _fault_answer(self, fault: Fault) -> tuple[int, Any, dict]:
+        if fault.kind == "primary":
+            return 403, {"message": "API rate limit exceeded for installation ID 1.", "documentation_url": DOCS}, {
+                "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-used": "5000",
+                "x-ratelimit-reset": str(int(fault.reset_at) + 1), "x-ratelimit-resource": "core"}
         if fault.kind == "secondary":
             return 403, {
                 "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
@@ -579,6 +608,24 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
                 d["patch"] = f["patch"]
             out.append(d)
         return status, out, extra
+
+    def op_get_content(self, repo, params, query, body, user):
+        """A file of the repository's git directory at ``ref`` (default: HEAD), as GitHub returns
+        one: base64 content in 60-character lines; 404 for a path that is not a file there."""
+        git_dir = self.state.repos[repo]["git_dir"]
+        ref = (query.get("ref") or ["HEAD"])[0]
+        path = params["path"]
+        kind = subprocess.run(["git", "cat-file", "-t", f"{ref}:{path}"], cwd=git_dir, capture_output=True, text=True)
+        if kind.returncode != 0 or kind.stdout.strip() != "blob":
+            raise HttpError(404, "Not Found")
+        data = subprocess.run(["git", "show", f"{ref}:{path}"], cwd=git_dir, capture_output=True, check=True).stdout
+        sha = git(git_dir, "rev-parse", f"{ref}:{path}").strip()
+        encoded = base64.b64encode(data).decode()
+        d = spec.example("content-file-response-if-content-is-a-file")
+        d.update(name=path.rsplit("/", 1)[-1], path=path, sha=sha, size=len(data), type="file", encoding="base64",
+                 content="".join(encoded[i : i + 60] + "\n" for i in range(0, len(encoded), 60)),
+                 url=_api(f"/repos/{repo}/contents/{path}?ref={ref}"))
+        return 200, d, {}
 
     def op_list_reviews(self, repo, params, query, body, user):
         pull = self._pull(repo, params)
@@ -677,6 +724,15 @@ class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
         c = IssueComment(self.state.next_id(), int(params["n"]), user, text)
         self.state.issue_comments.append(c)
         return 201, issue_comment_json(c, repo), {}
+
+    def op_delete_issue_comment(self, repo, params, query, body, user):
+        comment = next((c for c in self.state.issue_comments if c.id == int(params["id"])), None)
+        if comment is None:
+            raise HttpError(404, "Not Found")
+        if comment.user is not user:
+            raise HttpError(403, "Must have admin rights to Repository.")
+        self.state.issue_comments.remove(comment)
+        return 204, None, {}
 
     def op_update_issue_comment(self, repo, params, query, body, user):
         c = next((c for c in self.state.issue_comments if c.id == int(params["id"])), None)
