@@ -337,7 +337,7 @@ def _propose(config: Config, introduced: list[GraphBreak]) -> tuple[dict[str, Fi
         return {}, {}, Stage("fix", False, f"the fix engine is not available: {exc}")
     files = sorted({b.file for b in introduced if not b.outside_paths})
     try:
-        report = apply_fixes(config, paths=files, write=False)
+        report = apply_fixes(config, paths=files, write=False, verify=False)  # verify_fixes below proves each fix
     except Exception as exc:  # noqa: BLE001 - the run goes on without fixes, and says why
         return {}, {}, Stage("fix", False, f"fix failed: {type(exc).__name__}: {exc}"[:2000])
     wanted = {_fp(b): b for b in introduced}

@@ -107,7 +107,7 @@ def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str]
     from graphmend.verify import verify_fixes
 
     say("scan: proposing fixes")
-    fixed = apply_fixes(config, write=False, progress=say, runner=runner)
+    fixed = apply_fixes(config, write=False, progress=say, runner=runner, verify=False)  # verify_fixes below proves each fix
     withheld: list[Withheld] = []
     originals: dict[str, str] = {}
     candidates: list[Fix] = []
