@@ -134,7 +134,9 @@ def _rules(config: Config):
     return selected_rules(config.fix.select, config.fix.ignore)
 
 
-def _context(config: Config, threshold: Safety, file: str, targets: Sequence = (), verified: bool = False) -> RuleContext:
+def rule_context(config: Config, threshold: Safety, file: str, targets: Sequence = (), verified: bool = False) -> RuleContext:
+    """The context the rules see for ``file``: the safety threshold, the selection, and the device
+    and dtype of the targets that reach it."""
     devices = {t.device for t in targets}
     dtypes = {t.dtype for t in targets}
     # A site reached from several targets gets the strictest device: a CUDA assert is fatal.
@@ -156,7 +158,9 @@ def _read(root: Path, rel: str) -> str:
     return read_source(root, rel)
 
 
-def _fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules) -> FileResult:
+def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules) -> FileResult:
+    """What the rules do to one file of ``root`` for these breaks (nothing is written): the one
+    answer to "would rule R fix this break", shared by the fix loop and ``check``'s labels."""
     from graphmend.sources import SourceError
 
     try:
@@ -201,8 +205,8 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
             for rel, file_breaks in sorted(_group(breaks).items()):
                 if Path(rel).is_absolute() or rel.startswith("<") or not _wanted(rel, paths):
                     continue  # outside the repository (a library): nothing to edit
-                ctx = _context(config, threshold, rel, targets, verified=True)
-                result = _fix_file(copy, rel, file_breaks, ctx, rules)
+                ctx = rule_context(config, threshold, rel, targets, verified=True)
+                result = fix_file(copy, rel, file_breaks, ctx, rules)
                 if result.error:
                     errors.append(FileError(rel, result.error))
                     continue
@@ -306,8 +310,8 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
     errors = list(found.errors)
     by_file = _group(found.breaks)
     for rel, file_breaks in sorted(by_file.items()):
-        ctx = _context(config, threshold, rel, verified=False)
-        result = _fix_file(config.root, rel, file_breaks, ctx, rules)
+        ctx = rule_context(config, threshold, rel, verified=False)
+        result = fix_file(config.root, rel, file_breaks, ctx, rules)
         if result.error:
             errors.append(FileError(rel, result.error))
             remaining.extend(file_breaks)
@@ -350,4 +354,4 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
     )
 
 
-__all__ = ["FileChange", "FixReport", "TargetSummary", "apply_fixes", "MAX_ROUNDS"]
+__all__ = ["FileChange", "FixReport", "TargetSummary", "apply_fixes", "fix_file", "rule_context", "MAX_ROUNDS"]
