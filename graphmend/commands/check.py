@@ -29,8 +29,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_check(config: Any, args: argparse.Namespace) -> int:
-    from graphmend.check import check
+    from graphmend.check import check, unmatched_paths
 
+    for start in unmatched_paths(config):
+        # `check` would say "All clear" about a folder that does not exist: say so first.
+        print(f"graphmend check: warning: {config.display_file}: paths entry {start!r} matches no Python file; "
+              "nothing there is checked or fixed (see `paths:`)", file=sys.stderr)
     with stderr_progress() as progress:
         report = check(config, args.paths or None, args.target or None,
                        static=not args.no_static, dynamic=not args.no_dynamic, progress=progress)
