@@ -128,6 +128,15 @@ def label_breaks(config: Config, breaks: Sequence[GraphBreak], targets: Sequence
     return tuple(labelled.get(id(b), b) for b in breaks)
 
 
+def why_left(config: Config, breaks: Sequence[GraphBreak], targets: Sequence = (), *, root: Path) -> tuple[GraphBreak, ...]:
+    """The breaks ``fix`` left in the tree at ``root``, each with the rules' reasons for leaving it.
+
+    A break a rule would still fix is returned as it was: its round was rolled back or failed,
+    and the fix report says so; only declines replace the classification's untried lever."""
+    labelled = label_breaks(config, breaks, targets, verified=True, root=root)
+    return tuple(b if new.fixable else new for b, new in zip(breaks, labelled))
+
+
 def _label(config: Config, b: GraphBreak, candidates: list[str], result: Any) -> GraphBreak:
     if result.error:
         return _not_fixable(b, f"the file could not be read: {result.error}")

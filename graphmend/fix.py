@@ -257,7 +257,11 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner) ->
                           graphs_before=b.graph_count, graphs_after=a.graph_count, error=a.error or b.error)
             for b, a in zip(before, current)
         )
-        remaining = tuple(b for t in current for b in t.breaks)
+        from graphmend.check import why_left
+
+        # What is left says why, as `check` would: the rules' declines on the rewritten copy,
+        # not the classification's untried lever (a setting GM501 just declined, say).
+        remaining = why_left(config, [b for t in current for b in t.breaks], targets, root=copy)
         live = {(b.file, b.line) for b in remaining}
         return FixReport(
             mode="dynamic",

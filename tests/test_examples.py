@@ -167,6 +167,12 @@ def test_every_label_is_a_promise(checked, tmp_path):
     pooler = next(t for t in report["targets"] if t["name"] == "tiny-pooler")["breaks"][0]
     assert pooler["lever"] == "none" and "GM401 declined" in pooler["lever_reason"] and "GM501 declined" in pooler["lever_reason"]
     assert {(name, setting) for name, setting, _ in advised} == {("tiny-moe", "capture_dynamic_output_shape_ops")}
+    # fix's own report agrees: what it declined is not left with that setting as its lever
+    declined_levers = {(d["file"], d["line"]) for d in fixed["declined"] if d["rule"].startswith("GM5")}
+    assert declined_levers == {(POOL, 14)}
+    for b in fixed["remaining"]:
+        if (b["file"], b["line"]) in declined_levers:
+            assert b["lever"] == "none" and "GM501 declined" in b["lever_reason"], b
     for name, setting, before in set(advised):
         config = (root / "graphmend.yml").read_text()
         (root / "graphmend.yml").write_text(config.replace(f"entry: src.tinymodels.moe:tiny_moe",
