@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", action="append", metavar="NAME", help="run only this target (repeatable)")
     parser.add_argument("--no-dynamic", action="store_true", help="do not run the targets")
     parser.add_argument("--no-static", action="store_true", help="skip static detection")
+    parser.add_argument("--no-lever-runs", action="store_true",
+                        help="do not run a target again with a compile setting (GM5xx) in force to see whether it "
+                             "helps; without that run no setting is advised")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +40,8 @@ def run_check(config: Any, args: argparse.Namespace) -> int:
               "nothing there is checked or fixed (see `paths:`)", file=sys.stderr)
     with stderr_progress() as progress:
         report = check(config, args.paths or None, args.target or None,
-                       static=not args.no_static, dynamic=not args.no_dynamic, progress=progress)
+                       static=not args.no_static, dynamic=not args.no_dynamic, progress=progress,
+                       try_levers=not getattr(args, "no_lever_runs", False))
     for t in report.targets:
         if t.error:
             print(f"graphmend check: target {t.name}: {t.error}", file=sys.stderr)
