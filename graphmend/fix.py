@@ -144,7 +144,9 @@ def _rules(config: Config):
     return selected_rules(config.fix.select, config.fix.ignore)
 
 
-def _context(config: Config, threshold: Safety, file: str, targets: Sequence = (), verified: bool = False) -> RuleContext:
+def rule_context(config: Config, threshold: Safety, file: str, targets: Sequence = (), verified: bool = False) -> RuleContext:
+    """The context the rules see for ``file``: the safety threshold, the selection, and the device
+    and dtype of the targets that reach it."""
     devices = {t.device for t in targets}
     dtypes = {t.dtype for t in targets}
     # A site reached from several targets gets the strictest device: a CUDA assert is fatal.
@@ -166,7 +168,9 @@ def _read(root: Path, rel: str) -> str:
     return read_source(root, rel)
 
 
-def _fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules) -> FileResult:
+def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules) -> FileResult:
+    """What the rules do to one file of ``root`` for these breaks (nothing is written): the one
+    answer to "would rule R fix this break", shared by the fix loop and ``check``'s labels."""
     from graphmend.sources import SourceError
 
     try:
@@ -213,8 +217,8 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
             for rel, file_breaks in sorted(_group(breaks).items()):
                 if Path(rel).is_absolute() or rel.startswith("<") or not _wanted(rel, paths):
                     continue  # outside the repository (a library): nothing to edit
-                ctx = _context(config, threshold, rel, targets, verified=True)
-                result = _fix_file(copy, rel, file_breaks, ctx, rules)
+                ctx = rule_context(config, threshold, rel, targets, verified=True)
+                result = fix_file(copy, rel, file_breaks, ctx, rules)
                 if result.error:
                     errors.append(FileError(rel, result.error))
                     continue
@@ -281,7 +285,11 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
                           graphs_before=b.graph_count, graphs_after=a.graph_count, error=a.error or b.error)
             for b, a in zip(before, current)
         )
-        remaining = tuple(b for t in current for b in t.breaks)
+        from graphmend.check import why_left
+
+        # What is left says why, as `check` would: the rules' declines on the rewritten copy,
+        # not the classification's untried lever (a setting GM501 just declined, say).
+        remaining = why_left(config, [b for t in current for b in t.breaks], targets, root=copy)
         live = {(b.file, b.line) for b in remaining}
         return FixReport(
             mode="dynamic",
@@ -372,8 +380,8 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
     errors = list(found.errors)
     by_file = _group(found.breaks)
     for rel, file_breaks in sorted(by_file.items()):
-        ctx = _context(config, threshold, rel, verified=False)
-        result = _fix_file(config.root, rel, file_breaks, ctx, rules)
+        ctx = rule_context(config, threshold, rel, verified=False)
+        result = fix_file(config.root, rel, file_breaks, ctx, rules)
         if result.error:
             errors.append(FileError(rel, result.error))
             remaining.extend(file_breaks)
@@ -416,4 +424,4 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
     )
 
 
-__all__ = ["FileChange", "FixReport", "TargetSummary", "apply_fixes", "MAX_ROUNDS"]
+__all__ = ["FileChange", "FixReport", "TargetSummary", "apply_fixes", "fix_file", "rule_context", "MAX_ROUNDS"]

@@ -95,6 +95,35 @@ def unpack_factory_result(entry: str, built: Any) -> tuple[Callable[..., Any], t
     return fn, tuple(args), dict(kwargs)
 
 
+def compiled_call_error(target: dict[str, Any], exc: BaseException) -> TaskError:
+    """Why the compiled call of ``target`` raised ``exc``, saying where the failure is.
+
+    A fresh copy of the target runs eagerly (no torch.compile): if the factory fails this time,
+    or the eager call raises too, the problem is in the user's code, not in compilation, and the
+    message says so rather than blaming torch.compile.
+    """
+    import contextlib
+
+    import torch
+
+    try:
+        loaded = load_target(target)
+    except TaskError as again:
+        return again
+    grad = torch.no_grad() if target.get("mode", "eval") == "eval" else contextlib.nullcontext()
+    try:
+        with grad:
+            loaded.fn(*loaded.args, **loaded.kwargs)
+    except Exception as eager:  # noqa: BLE001 - user code may raise anything
+        return TaskError(f"the target raised when called, eagerly too (not a torch.compile problem): {_describe(eager)}")
+    return TaskError(f"the target raised under torch.compile (it runs eagerly without it): {_describe(exc)}")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
 def with_dynamo_config(compiled: Callable[..., Any], target: dict[str, Any]) -> Callable[..., Any]:
     """``compiled`` with the target's ``dynamo_config`` settings in force around every call.
 

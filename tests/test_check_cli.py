@@ -107,7 +107,7 @@ def test_dynamic_where_traced_static_elsewhere_even_with_torch_logs_set(repo):
 def test_static_only_formats(repo):
     text = graphmend("check", "--no-dynamic", cwd=repo)
     assert text.returncode == 1
-    assert "src/pkg/b.py:8:" in text.stdout and "GB0059" in text.stdout and "[fix: GM201]" in text.stdout
+    assert "src/pkg/b.py:8:" in text.stdout and "GB0059" in text.stdout and "[fixable (GM201)]" in text.stdout
     github = graphmend("check", "--no-dynamic", "--format", "github", cwd=repo)
     assert github.returncode == 1 and "::warning file=src/pkg/b.py,line=8" in github.stdout
     sarif = json.loads(graphmend("check", "--no-dynamic", "--format", "sarif", cwd=repo).stdout)

@@ -38,8 +38,25 @@ def test_daemon_is_private_and_shell_tools_exist(dockerd, docker_client, docker_
 
 def test_missing_dockerd_is_a_clear_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(dockerd_mod, "DOCKERD", str(tmp_path / "no-dockerd"))
-    with pytest.raises(dockerd_mod.DockerUnavailable, match="dockerd not found .*docker.io"):
+    with pytest.raises(dockerd_mod.DockerUnavailable, match="dockerd not found .*docker.io") as info:
         dockerd_mod.start_daemon(tmp_path)
+    assert info.value.absent
+
+
+def test_missing_dockerd_skips_with_the_reason_unless_ci_requires_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(dockerd_mod, "DOCKERD", str(tmp_path / "no-dockerd"))
+    with pytest.raises(dockerd_mod.DockerUnavailable) as info:
+        dockerd_mod.start_daemon(tmp_path)
+    monkeypatch.delenv(dockerd_mod.REQUIRE_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="dockerd not found .*GRAPHMEND_REQUIRE_DOCKER=1"):
+        dockerd_mod.skip_or_fail(info.value)
+    monkeypatch.setenv(dockerd_mod.REQUIRE_ENV, "1")  # as .ci/run sets it: never pass by skipping
+    with pytest.raises(pytest.fail.Exception, match="dockerd not found"):
+        dockerd_mod.skip_or_fail(info.value)
+    # a daemon that is installed but does not come up is a real failure, required or not
+    monkeypatch.delenv(dockerd_mod.REQUIRE_ENV)
+    with pytest.raises(pytest.fail.Exception, match="exited with code 1"):
+        dockerd_mod.skip_or_fail(dockerd_mod.DockerUnavailable("dockerd exited with code 1 at start"))
 
 
 @pytest.mark.docker

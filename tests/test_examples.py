@@ -37,7 +37,8 @@ HAND_COUNT = {
     ],
     "tiny-mlp": [],
     "tiny-moe": [
-        (MOE, 25, "scalar", "GB0124", None, "tau = temperature.clamp(min=0.05).item()"),
+        # a scalar break GM401 rewrites exactly: labelled with the rule that fixes it
+        (MOE, 25, "scalar", "GB0124", "GM401", "tau = temperature.clamp(min=0.05).item()"),
         # nonzero routing inside the loop over experts: the loop's frame is skipped too
         (MOE, 35, "dynamic-shape", "GB0036", None, "torch.nonzero(chosen == e, as_tuple=True)"),
         (MOE, 35, "skipped-frame", "GB7000", None, "torch.nonzero(chosen == e, as_tuple=True)"),
@@ -133,6 +134,50 @@ def test_static_finds_the_fixable_sites_without_running_anything():
     assert report["targets"] == []
     found = sorted((b["file"], b["line"], b["rule"]) for b in report["static"])
     fixable = sorted((f, line, rule) for rows in HAND_COUNT.values() for f, line, cat, _, rule, _ in rows
-                     if rule and cat != "skipped-frame")
+                     if rule and cat not in ("skipped-frame", "scalar"))
     assert found == fixable
     assert all(not b["verified"] for b in report["static"])
+
+
+def test_every_label_is_a_promise(checked, tmp_path):
+    """Every break `check` labels fixable is fixed by `fix` (and only those); every compile setting
+    it advises was run on the target and helped, which a run with the setting in the config confirms."""
+    import shutil
+
+    _, report = checked
+    root = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = graphmend("fix", "--format", "json", cwd=root)
+    fixed = json.loads(proc.stdout)
+    applied = {(f["file"], f["line"], f["rule"]) for f in fixed["applied"]}
+    after = {t["name"]: t["breaks_after"] for t in fixed["targets"]}
+    advised = []
+    for t in report["targets"]:
+        labelled = [(b["file"], b["line"], b["rule"]) for b in t["breaks"] if b["fixable"]]
+        assert set(labelled) <= applied, (t["name"], set(labelled) - applied, fixed["declined"])
+        # nothing labelled fixable is left, and everything not labelled fixable is
+        assert after[t["name"]] == sum(not b["fixable"] for b in t["breaks"]), t["name"]
+        for b in t["breaks"]:
+            if not b["fixable"]:
+                assert b["lever_reason"], b  # says why: a decline, or what a run showed
+            if b["lever"] == "config":
+                assert "tried on target " + t["name"] in b["lever_reason"], b
+                advised.append((t["name"], b["lever_reason"].split("torch._dynamo.config.")[1].split(" ")[0], t["break_count"]))
+    # the pooler's scalar feeds range(): both rules decline, and no setting is advised
+    pooler = next(t for t in report["targets"] if t["name"] == "tiny-pooler")["breaks"][0]
+    assert pooler["lever"] == "none" and "GM401 declined" in pooler["lever_reason"] and "GM501 declined" in pooler["lever_reason"]
+    assert {(name, setting) for name, setting, _ in advised} == {("tiny-moe", "capture_dynamic_output_shape_ops")}
+    # fix's own report agrees: what it declined is not left with that setting as its lever
+    declined_levers = {(d["file"], d["line"]) for d in fixed["declined"] if d["rule"].startswith("GM5")}
+    assert declined_levers == {(POOL, 14)}
+    for b in fixed["remaining"]:
+        if (b["file"], b["line"]) in declined_levers:
+            assert b["lever"] == "none" and "GM501 declined" in b["lever_reason"], b
+    for name, setting, before in set(advised):
+        config = (root / "graphmend.yml").read_text()
+        (root / "graphmend.yml").write_text(config.replace(f"entry: src.tinymodels.moe:tiny_moe",
+                                                           f"entry: src.tinymodels.moe:tiny_moe\n    dynamo_config: [{setting}]"))
+        shutil.copytree(EXAMPLES / "src", root / "src", dirs_exist_ok=True)  # the original code, not the fixed one
+        proc = graphmend("check", "--no-static", "--target", name, "--format", "json", cwd=root)
+        run = json.loads(proc.stdout)["targets"][0]
+        assert run["error"] is None and run["break_count"] < before, run

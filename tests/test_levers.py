@@ -93,19 +93,19 @@ def test_every_report_format_names_the_lever(breaks):
     for rendered in (text, github):
         assert "[config: torch._dynamo.config.capture_scalar_outputs = True (GM501)]" in rendered
         assert "[config: torch._dynamo.config.capture_dynamic_output_shape_ops = True (GM502)]" in rendered
-        assert "[fix: GM402]" in rendered
-        assert "[no known fix: " in rendered
+        assert "[fixable (GM402)]" in rendered
+        assert "[not fixable: " in rendered
     results = sarif["runs"][0]["results"]
     levers = sorted((r["properties"]["lever"], bool(r["properties"]["leverReason"])) for r in results)
     assert ("config", True) in levers and ("rule", True) in levers and ("none", True) in levers
     messages = " ".join(r["message"]["text"] for r in results)
-    assert "(GM501)" in messages and "(GM502)" in messages and "[fix: GM402]" in messages
+    assert "(GM501)" in messages and "(GM502)" in messages and "[fixable (GM402)]" in messages
 
 
 def test_lever_note_is_empty_only_without_any_reason():
     plain = GraphBreak(file="a.py", line=1, reason="r", category=Category.OTHER)
     assert lever_note(plain) == ""
-    assert lever_note(GraphBreak(file="a.py", line=1, reason="r", category=Category.OTHER, lever_reason="why")) == " [no known fix: why]"
+    assert lever_note(GraphBreak(file="a.py", line=1, reason="r", category=Category.OTHER, lever_reason="why")) == " [not fixable: why]"
 
 
 def test_review_findings_carry_the_lever_of_unfixable_breaks():
@@ -116,7 +116,7 @@ def test_review_findings_carry_the_lever_of_unfixable_breaks():
     assert lever_text(item) == "config: torch._dynamo.config.capture_scalar_outputs = True (GM501)"
     call = GraphBreak(file="a.py", line=3, reason="r", category=Category.UNSUPPORTED_CALL, lever=Lever.NONE,
                       lever_reason="Dynamo cannot trace this call")
-    assert lever_text(call) == "no known fix: Dynamo cannot trace this call"
+    assert lever_text(call) == "not fixable: Dynamo cannot trace this call"
     assert lever_text(GraphBreak(file="a.py", line=3, reason="r", category=Category.OTHER)) == ""
 
 

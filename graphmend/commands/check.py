@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", action="append", metavar="NAME", help="run only this target (repeatable)")
     parser.add_argument("--no-dynamic", action="store_true", help="do not run the targets")
     parser.add_argument("--no-static", action="store_true", help="skip static detection")
+    parser.add_argument("--no-lever-runs", action="store_true",
+                        help="do not run a target again with a compile setting (GM5xx) in force to see whether it "
+                             "helps; without that run no setting is advised")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,11 +32,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_check(config: Any, args: argparse.Namespace) -> int:
-    from graphmend.check import check
+    from graphmend.check import check, unmatched_paths
 
+    for start in unmatched_paths(config):
+        # `check` would say "All clear" about a folder that does not exist: say so first.
+        print(f"graphmend check: warning: {config.display_file}: paths entry {start!r} matches no Python file; "
+              "nothing there is checked or fixed (see `paths:`)", file=sys.stderr)
     with stderr_progress() as progress:
         report = check(config, args.paths or None, args.target or None,
-                       static=not args.no_static, dynamic=not args.no_dynamic, progress=progress)
+                       static=not args.no_static, dynamic=not args.no_dynamic, progress=progress,
+                       try_levers=not getattr(args, "no_lever_runs", False))
     for t in report.targets:
         if t.error:
             warn("check", f"target {t.name}: {t.error}")

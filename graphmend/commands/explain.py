@@ -6,6 +6,14 @@ import argparse
 import json
 import sys
 
+# The design document the rules' references cite, as it is named in GraphMend's repository.
+DESIGN_DOC = "docs/design.md"
+
+
+def _doc(text: str) -> str:
+    """A rule's doc text with its design references pointing at the document in the repository."""
+    return text.replace("DESIGN.md", f"GraphMend's {DESIGN_DOC}")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("code", metavar="GMxxx", help="a rule code, e.g. GM101")
@@ -16,7 +24,7 @@ def render(rule) -> str:
 
     lines = [f"{rule.code} {rule.name} ({rule.safety.value})", "", rule.summary, ""]
     for section in DOC_SECTIONS:
-        lines += [f"## {section}", "", rule.docs[section].strip(), ""]
+        lines += [f"## {section}", "", _doc(rule.docs[section]).strip(), ""]
     return "\n".join(lines)
 
 
@@ -31,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no rule {args.code!r} (known: {known})")
     if args.format == "json":
         data = {"code": rule.code, "name": rule.name, "safety": rule.safety.value, "summary": rule.summary,
-                "docs": {s: rule.docs[s] for s in DOC_SECTIONS}}
+                "docs": {s: _doc(rule.docs[s]) for s in DOC_SECTIONS}}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(render(rule))

@@ -1,8 +1,13 @@
-"""``graphmend init``: a commented ``graphmend.yml`` and a targets module to start from."""
+"""``graphmend init``: a commented ``graphmend.yml`` and a targets module to start from.
+
+``paths`` is what the repository holds, never a guess: a ``src/`` layout when there is one, else
+the top-level packages (folders with an ``__init__.py``), else the ``.py`` files at the root.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import yaml
@@ -15,7 +20,7 @@ CONFIG_TEMPLATE = """\
 # GraphMend configuration. Reference: the README's "Configuration" section.
 
 # What may be rewritten. Files outside are reported, never edited.
-paths: [{src}]
+paths: [{paths}]{found}
 exclude: ["**/tests/**"]
 
 # Each target builds a model (tiny sizes and random weights are enough) and example inputs.
@@ -75,10 +80,35 @@ def {factory}(dtype=torch.float32, device="cpu"):
 '''
 
 
+# Top-level folders that are packages but not code to rewrite (tests are excluded anyway).
+_NOT_SOURCE = {"tests", "test", "docs", "doc", "examples", "benchmarks", "scripts", "build", "dist"}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--src", default="src/", help="the folder GraphMend may rewrite (default: src/)")
+    parser.add_argument("--src", action="append", metavar="PATH",
+                        help="a folder or file GraphMend may rewrite (repeatable; default: found in the repository: "
+                             "src/ when it exists, else the top-level packages, else the .py files at the root)")
     parser.add_argument("--targets-module", default="tools.graphmend_targets", help="module for the target factories")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
+
+
+def find_source_paths(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """What ``paths`` should hold for the repository at ``root``, and how it was found."""
+    def visible(p: Path) -> bool:
+        return not p.name.startswith((".", "_")) and p.name not in skip
+
+    src = root / "src"
+    if src.is_dir() and any(src.rglob("*.py")):
+        return ["src/"], "a src/ layout"
+    packages = sorted(p.name + "/" for p in root.iterdir()
+                      if p.is_dir() and visible(p) and p.name not in _NOT_SOURCE and (p / "__init__.py").is_file())
+    if packages:
+        return packages, "the top-level packages"
+    modules = sorted(p.name for p in root.glob("*.py")
+                     if p.is_file() and visible(p) and p.name not in ("setup.py", "conftest.py", "noxfile.py"))
+    if modules:
+        return modules, "the .py files at the root"
+    return ["."], "no Python code yet: the whole repository"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,7 +122,14 @@ def run(args: argparse.Namespace) -> int:
     if existing and not args.force:
         names = ", ".join(str(p.relative_to(root)) for p in existing)
         raise UsageError(f"{names} exist already; use --force to overwrite")
-    text = CONFIG_TEMPLATE.format(src=args.src, name="my-model", module=module, factory="my_model")
+    if args.src:
+        paths, how = list(args.src), "--src"
+    else:
+        # The targets module's package is GraphMend's harness, not code to rewrite.
+        paths, how = find_source_paths(root, skip=(module.split(".")[0],))
+    found = f"  # {how}" if how != "--src" else ""
+    text = CONFIG_TEMPLATE.format(paths=", ".join(json.dumps(p) for p in paths), found=found,
+                                  name="my-model", module=module, factory="my_model")
     # What we write must load: a template that fails its own validation would be a bug.
     parse_config(yaml.safe_load(text), root=root, shown="graphmend.yml")
     fsutil.write_text(config_path, text)
@@ -102,5 +139,6 @@ def run(args: argparse.Namespace) -> int:
             fsutil.write_text(root / parent / "__init__.py", "")
     fsutil.write_text(targets_path, TARGETS_TEMPLATE.format(factory="my_model"))
     print(f"wrote {config_path.relative_to(root)} and {targets_path.relative_to(root)}")
+    print(f"paths: {', '.join(paths)} ({how})")
     print("next: edit the target factory, then run `graphmend check`")
     return 0

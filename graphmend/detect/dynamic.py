@@ -260,8 +260,7 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from graphmend.targets import load_target, with_dynamo_config
-    from graphmend.worker import TaskError
+    from graphmend.targets import compiled_call_error, load_target, with_dynamo_config
 
     target = payload["target"]
     backend_name = payload.get("backend") or "eager"
@@ -287,8 +286,12 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         try:
             compiled(*loaded.args, **loaded.kwargs)
         except Exception as exc:  # noqa: BLE001 - user code may raise anything
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise TaskError(f"the target raised under torch.compile: {type(exc).__name__}: {first}") from exc
+            failed = exc
+        else:
+            failed = None
+    if failed is not None:
+        # Outside the hooks: the eager check must not be recorded as breaks.
+        raise compiled_call_error(target, failed) from failed
     elapsed = time.monotonic() - started
 
     gb_ids, doc_link = _registry()

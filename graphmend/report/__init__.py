@@ -21,10 +21,11 @@ def break_code(b: GraphBreak) -> str:
 
 
 def lever_note(b: GraphBreak) -> str:
-    """What removes the break, as a suffix for one-line reports: a source rule, a compile setting
-    (and the GM5xx lever that scopes it around every call), or why nothing known does."""
+    """What removes the break, as a suffix for one-line reports: the rule that fixes it (a promise:
+    ``check`` labels a break fixable only when the rule produced the fix), a compile setting a run
+    showed to help (and the GM5xx lever that scopes it around every call), or why nothing does."""
     if b.fixable and b.rule:
-        return f" [fix: {b.rule}]"
+        return f" [fixable ({b.rule})]"
     text = lever_text(b)
     return f" [{text}]" if text else ""
 
@@ -37,7 +38,7 @@ def lever_text(b: GraphBreak) -> str:
         code = next((c for setting, c in CONFIG_RULES.items() if setting in b.lever_reason), None)
         return f"config: {b.lever_reason or 'a compile setting'}{f' ({code})' if code else ''}"
     if b.lever is Lever.NONE and b.lever_reason:
-        return f"no known fix: {b.lever_reason}"
+        return f"not fixable: {b.lever_reason}"
     return ""
 
 

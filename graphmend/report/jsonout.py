@@ -1,4 +1,4 @@
-"""``--format json``: DESIGN.md's contract, shape in ``graphmend/schemas/check.schema.json``.
+"""``--format json``: docs/design.md's contract, shape in ``graphmend/schemas/check.schema.json``.
 
 ``model.to_dict`` is the single source of every field; this module only fixes the order of the
 top-level keys and of the findings, so the same report gives the same bytes.

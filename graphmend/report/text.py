@@ -1,4 +1,4 @@
-"""The human report, shaped like ruff's: ``path:line:col: CODE category: message [fix: GMxxx]``.
+"""The human report, shaped like ruff's: ``path:line:col: CODE category: message [fixable (GMxxx)]``.
 
 Columns are shown 1-based (the model keeps libcst's 0-based columns).
 """

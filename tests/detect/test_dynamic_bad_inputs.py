@@ -52,6 +52,16 @@ def fails_when_run(dtype=torch.float32, device="cpu"):
         return x @ torch.ones(3, 3)  # a shape error in the user's own code
 
     return fn, (torch.ones(2, 2),)
+
+
+def fails_compiled(dtype=torch.float32, device="cpu"):
+    def fn(x):
+        y = x + 1
+        if torch.compiler.is_compiling():
+            y = y.view(3)  # a shape error only the traced code has: Dynamo raises it while tracing
+        return y
+
+    return fn, (torch.ones(2),)
 '''
 
 CONFIG = '''\
@@ -65,6 +75,7 @@ targets:
   - {name: hangs, entry: "tools.graphmend_targets:hangs", device: cpu}
   - {name: killed, entry: "tools.graphmend_targets:killed", device: cpu}
   - {name: fails-when-run, entry: "tools.graphmend_targets:fails_when_run", device: cpu}
+  - {name: fails-compiled, entry: "tools.graphmend_targets:fails_compiled", device: cpu}
   - {name: good, entry: "tools.graphmend_targets:good", device: cpu}
 '''
 
@@ -75,7 +86,9 @@ EXPECTED = {
     "wrong-shape": ["the factory returned Tensor, expected (callable, args) or (callable, args, kwargs)"],
     "hangs": ["timed out after 60 s"],
     "killed": ["killed by SIGKILL"],
-    "fails-when-run": ["the target raised under torch.compile", "RuntimeError"],
+    # the user's own bug fails eagerly too: not blamed on torch.compile
+    "fails-when-run": ["the target raised when called, eagerly too (not a torch.compile problem)", "RuntimeError"],
+    "fails-compiled": ["the target raised under torch.compile (it runs eagerly without it)", "RuntimeError"],
 }
 
 

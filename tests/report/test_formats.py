@@ -65,11 +65,11 @@ def test_text_is_ruff_like_sorted_and_complete(report):
     assert lines[0] == "target broken: error: ImportError: no module named 'nope' (traceback)"
     assert lines[1] == "target tiny-enc: 4 graphs, 3 breaks (torch 2.13.0, cpu, float32, eager, eval)"
     assert lines[2] == "/venv/site-packages/lib/mod.py:120: unsupported-call: break at /venv/site-packages/lib/mod.py:120 (outside paths)"
-    assert lines[3] == "src/a.py:7:5: GB0170 validation: break at src/a.py:7 [fix: GM301]"
-    assert lines[4] == "src/a.py:30:5: GB0170 data-dependent-branch: break at src/a.py:30 [fix: GM101] (12 hits)"
-    assert lines[5] == "src/b.py:9:5: GB0059 side-effect: `print`, then: 100% of it next [fix: GM201]"
+    assert lines[3] == "src/a.py:7:5: GB0170 validation: break at src/a.py:7 [fixable (GM301)]"
+    assert lines[4] == "src/a.py:30:5: GB0170 data-dependent-branch: break at src/a.py:30 [fixable (GM101)] (12 hits)"
+    assert lines[5] == "src/b.py:9:5: GB0059 side-effect: `print`, then: 100% of it next [fixable (GM201)]"
     assert lines[6].startswith("static candidates (unverified")
-    assert lines[7] == "src/c.py:3:5: GB0059 side-effect: break at src/c.py:3 [fix: GM201] (unverified)"
+    assert lines[7] == "src/c.py:3:5: GB0059 side-effect: break at src/c.py:3 [fixable (GM201)] (unverified)"
     assert lines[8] == "src/c.py:5:5: scalar: break at src/c.py:5 (unverified)"
     assert lines[9:11] == [
         "src/bad.py: error: syntax error at line 2, column 6: '(' was never closed",
@@ -218,12 +218,12 @@ def test_github_annotations(report):
     lines = render_check(report, "github").splitlines()
     assert lines[0] == "::error title=GraphMend%3A target broken could not run::ImportError: no module named 'nope'%0A(traceback)"
     assert lines[1].startswith("::warning file=src/a.py,line=12,title=unsupported-call [tiny-enc]::")
-    assert lines[2] == "::warning file=src/a.py,line=7,col=5,title=GB0170 validation [tiny-enc]::break at src/a.py:7 [fix: GM301]"
+    assert lines[2] == "::warning file=src/a.py,line=7,col=5,title=GB0170 validation [tiny-enc]::break at src/a.py:7 [fixable (GM301)]"
     assert lines[3] == ("::warning file=src/a.py,line=30,col=5,title=GB0170 data-dependent-branch [tiny-enc]::"
-                        "break at src/a.py:30 [fix: GM101] (12 hits)")
+                        "break at src/a.py:30 [fixable (GM101)] (12 hits)")
     assert lines[4] == ("::warning file=src/b.py,line=9,col=5,title=GB0059 side-effect [tiny-enc]::"
-                        "`print`, then: 100%25 of it%0Anext [fix: GM201]")
-    assert lines[5] == "::warning file=src/c.py,line=3,col=5,title=GB0059 side-effect (unverified)::break at src/c.py:3 [fix: GM201]"
+                        "`print`, then: 100%25 of it%0Anext [fixable (GM201)]")
+    assert lines[5] == "::warning file=src/c.py,line=3,col=5,title=GB0059 side-effect (unverified)::break at src/c.py:3 [fixable (GM201)]"
     assert lines[6] == "::warning file=src/c.py,line=5,col=5,title=scalar (unverified)::break at src/c.py:5"
     assert lines[7] == "::error file=src/bad.py,title=GraphMend%3A cannot read src/bad.py::syntax error at line 2, column 6: '(' was never closed"
     assert lines[8] == "::error file=src/z.py,title=GraphMend%3A cannot read src/z.py::binary file (contains NUL bytes)"

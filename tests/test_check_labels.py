@@ -1,0 +1,134 @@
+"""A label is a promise: ``check`` calls a break fixable only when the rule's legality analysis
+produces the fix ``fix`` would apply, and advises a compile setting only after a run of the target
+with it in force showed fewer breaks; otherwise it says why not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from graphmend.check import label_breaks, unmatched_paths
+from graphmend.config import parse_config
+from graphmend.model import Category, GraphBreak, Lever
+
+MODULE = textwrap.dedent('''\
+    import torch
+
+
+    def early(x):
+        if x.sum() > 0:
+            return x * 2
+        y = x - 1
+        return y
+
+
+    def plain(x):
+        if x.sum() > 0:
+            x = x * 2
+        return x + 1
+
+
+    def scalar(x, t):
+        n = t.item()
+        return x * float(str(n))
+
+
+    def early_target(dtype=torch.float32, device="cpu"):
+        return early, (torch.ones(3),)
+
+
+    def scalar_target(dtype=torch.float32, device="cpu"):
+        return scalar, (torch.ones(3), torch.tensor(2))
+''')
+
+
+def _branch(line: int, file: str = "pkg/m.py") -> GraphBreak:
+    return GraphBreak(file=file, line=line, reason="Data-dependent branching", category=Category.DATA_DEPENDENT_BRANCH,
+                      gb_type="Data-dependent branching", gb_id="GB0170", fixable=True, rule="GM101", lever=Lever.RULE,
+                      lever_reason="both arms can be computed and one selected with torch.where", verified=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text(MODULE)
+    return tmp_path
+
+
+def test_a_branch_the_rule_declines_is_not_fixable_and_says_why(repo):
+    config = parse_config({"paths": ["pkg/"]}, root=repo)
+    declined, fixed = label_breaks(config, [_branch(5), _branch(12)], verified=True)
+    assert (declined.fixable, declined.rule, declined.lever) == (False, "GM101", Lever.NONE)
+    assert declined.lever_reason.startswith("GM101 declined: `return` inside the branch")
+    assert (fixed.fixable, fixed.rule, fixed.lever) == (True, "GM101", Lever.RULE)
+
+
+def test_a_break_outside_the_repository_or_outside_paths_is_not_promised(repo, tmp_path):
+    outside = label_breaks(parse_config({"paths": ["pkg/"]}, root=repo), [_branch(12, "/usr/lib/python3/x.py")], verified=True)[0]
+    assert not outside.fixable and "outside the repository" in outside.lever_reason
+    (repo / "other").mkdir()
+    (repo / "other" / "m.py").write_text(MODULE)
+    config = parse_config({"paths": ["pkg/"]}, root=repo)
+    patch_only = label_breaks(config, [_branch(12, "other/m.py")], verified=True)[0]
+    assert not patch_only.fixable and "outside `paths`" in patch_only.lever_reason and patch_only.rule == "GM101"
+
+
+def test_the_configured_safety_decides(repo):
+    """A rule whose fix is unsafe at a site is fixable only with `fix.safety: unsafe` (GM301 on
+    CUDA: a device-side assert is fatal)."""
+    (repo / "pkg" / "v.py").write_text(textwrap.dedent('''\
+        import torch
+
+
+        def check(x):
+            if (x < 0).any():
+                raise ValueError("negative")
+            return x
+    '''))
+    guard = GraphBreak(file="pkg/v.py", line=5, reason="Data-dependent branching", category=Category.VALIDATION,
+                       gb_type="Data-dependent branching", fixable=True, rule="GM301", lever=Lever.RULE, verified=True)
+    cuda = parse_config({"paths": ["pkg/"], "targets": [{"name": "t", "entry": "pkg.m:early_target", "device": "cuda"}]},
+                        root=repo).targets
+    safe = label_breaks(parse_config({"paths": ["pkg/"]}, root=repo), [guard], cuda, verified=True)[0]
+    assert not safe.fixable and "GM301: unsafe fix: apply with --unsafe-fixes" in safe.lever_reason
+    unsafe = label_breaks(parse_config({"paths": ["pkg/"], "fix": {"safety": "unsafe"}}, root=repo), [guard], cuda, verified=True)[0]
+    assert unsafe.fixable and unsafe.rule == "GM301"
+
+
+def test_paths_that_match_no_file_are_named(repo):
+    assert unmatched_paths(parse_config({"paths": ["pkg/", "src/"]}, root=repo)) == ["src/"]
+    assert unmatched_paths(parse_config({"paths": ["."]}, root=repo)) == []
+
+
+@pytest.mark.slow
+def test_check_end_to_end_declines_and_an_untried_setting_is_not_advised(repo):
+    """Real Dynamo: GM101 declines the early return; capture_scalar_outputs is run on the target and
+    leaves as many breaks (the str() of the captured number breaks instead), so it is not advised."""
+    (repo / "graphmend.yml").write_text(textwrap.dedent('''\
+        paths: [pkg/]
+        targets:
+          - {name: early, entry: "pkg.m:early_target", device: cpu, backend: eager}
+          - {name: scalar, entry: "pkg.m:scalar_target", device: cpu, backend: eager}
+    '''))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "graphmend", "check", "--no-static", "--format", "json"], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    targets = {t["name"]: t for t in json.loads(proc.stdout)["targets"]}
+    (early,) = targets["early"]["breaks"]
+    assert (early["line"], early["fixable"], early["rule"], early["lever"]) == (5, False, "GM101", "none")
+    assert "GM101 declined" in early["lever_reason"]
+    item = next(b for b in targets["scalar"]["breaks"] if b["line"] == 18)
+    assert not item["fixable"] and item["lever"] == "none"
+    assert "capture_scalar_outputs tried: no fewer breaks (1 -> 1)" in item["lever_reason"], item["lever_reason"]
+    # without the second run nothing is advised, and the text says the setting is untried
+    text = subprocess.run([sys.executable, "-m", "graphmend", "check", "--no-static", "--no-lever-runs", "--target", "scalar"],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=600).stdout
+    assert "[config:" not in text and "[not fixable: " in text and "capture_scalar_outputs might remove it, untried" in text, text
