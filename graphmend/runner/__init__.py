@@ -80,4 +80,4 @@ def get_runner(config: Config) -> Runner:
         return DockerRunner(image=config.sandbox.image, memory=config.sandbox.memory)
     from graphmend.runner.subprocess import SubprocessRunner
 
-    return SubprocessRunner()
+    return SubprocessRunner(memory=config.sandbox.memory)

@@ -1,0 +1,171 @@
+"""The one door for what a worker hands back: files in its scratch folder, and its output streams.
+
+A worker runs a pull request's code, so everything it leaves is hostile until checked. Every
+read of a scratch file goes through ``read_file``: the name is opened relative to the scratch
+folder without following a symlink (``O_NOFOLLOW``) and without waiting for a writer
+(``O_NONBLOCK``, so a FIFO cannot hang the parent), must be a regular file, and is read up to a
+size cap. ``copy_file`` hands a file from one scratch folder to another the same way (the
+destination is created fresh, never written through a name the worker planted).
+``read_response`` is ``response.json``: capped, JSON, and validated against
+``graphmend/schemas/worker-response.schema.json``.
+
+A worker's stdout and stderr come through pipes into ``CappedStream``: the first and the last
+``CAP`` bytes are kept and the rest is counted, so the parent's memory does not grow with what a
+target prints. ``clean_text`` makes such bytes safe to show in a log (no control characters, no
+line that a GitHub runner would read as a workflow command).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a detect result of a large model is a few MB
+STREAM_KEEP_BYTES = 64 * 1024  # of each stream: this much of its head, and as much of its tail
+_CHUNK = 1024 * 1024
+
+
+class ChannelError(Exception):
+    """A scratch file that is missing, not a regular file, too large or malformed; ``str()`` says which."""
+
+
+def _open(folder: Path, name: str, flags: int) -> int:
+    if not name or "/" in name or name in (".", ".."):
+        raise ChannelError(f"{name!r} is not a plain file name")
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def read_file(folder: Path, name: str, max_bytes: int) -> bytes:
+    """The bytes of ``folder/name``: a regular file (never a symlink, FIFO, socket or device) of at most ``max_bytes``."""
+    try:
+        fd = _open(folder, name, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ChannelError(f"{name} is missing") from None
+    except OSError as exc:
+        # ELOOP: the name is a symlink; ENXIO: a socket (or a FIFO with no writer)
+        raise ChannelError(f"{name} is not a regular file ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ChannelError(f"{name} is not a regular file")
+        if st.st_size > max_bytes:
+            raise ChannelError(f"{name} is {st.st_size} bytes, over the {max_bytes} byte limit")
+        chunks, total = [], 0
+        while True:  # the file may still grow (a process writing it): never read past the cap
+            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > max_bytes:
+                raise ChannelError(f"{name} is over the {max_bytes} byte limit")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, max_bytes: int) -> bool:
+    """Copy a worker's file into another scratch folder; False when there is none to copy.
+
+    Raises ``ChannelError`` when the source is anything but a regular file under the cap."""
+    try:
+        data = read_file(src_folder, src_name, max_bytes)
+    except ChannelError as exc:
+        if str(exc).endswith("is missing"):
+            return False
+        raise
+    try:
+        os.unlink(dst_folder / dst_name)  # whatever the name was (a planted symlink too), it is replaced
+    except FileNotFoundError:
+        pass
+    fd = _open(dst_folder, dst_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return True
+
+
+def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:
+    """The worker's ``response.json``, capped, parsed and schema-checked (``ChannelError`` otherwise)."""
+    from graphmend import schemas
+
+    raw = read_file(scratch, "response.json", max_bytes)
+    try:
+        response = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ChannelError(f"response.json is not JSON ({exc})") from None
+    try:
+        schemas.validate("worker-response", response)
+    except schemas.SchemaValidationError as exc:
+        raise ChannelError(f"response.json breaks the worker protocol: {clean_text(str(exc))[:300]}") from None
+    return response
+
+
+class CappedStream:
+    """A byte stream kept as its head and tail; the middle is counted, not stored."""
+
+    def __init__(self, keep: int = STREAM_KEEP_BYTES):
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.keep:
+                del self.tail[: len(self.tail) - self.keep]
+
+    @property
+    def cut(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        """Head and tail as text, with a line saying how much was cut between them."""
+        head = bytes(self.head).decode("utf-8", "replace")
+        tail = bytes(self.tail).decode("utf-8", "replace")
+        if self.cut:
+            return f"{head}\n[... {self.cut} bytes of output cut ...]\n{tail}"
+        return head + tail
+
+    def drain(self, stream: IO[bytes]) -> None:
+        """Read ``stream`` to its end (in this thread), keeping what the cap allows."""
+        while True:
+            chunk = stream.read(_CHUNK) if not hasattr(stream, "read1") else stream.read1(_CHUNK)  # type: ignore[attr-defined]
+            if not chunk:
+                break
+            self.feed(chunk)
+
+    def drain_in_thread(self, stream: IO[bytes]) -> threading.Thread:
+        def run() -> None:
+            try:
+                self.drain(stream)
+            finally:
+                stream.close()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
+
+
+def clean_text(text: str) -> str:
+    """Worker text made safe for a log: control characters replaced, and no line that starts a
+    GitHub workflow command (``::set-output``, ``::add-mask``, ``::stop-commands`` ...)."""
+    text = _CONTROL.sub("\ufffd", text)
+    return "\n".join(" " + line if line.lstrip().startswith("::") else line for line in text.split("\n"))
