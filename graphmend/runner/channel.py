@@ -46,7 +46,12 @@ def _open(folder: Path, name: str, flags: int) -> int:
 
 def read_file(folder: Path, name: str, max_bytes: int) -> bytes:
     """The bytes of ``folder/name``: a regular file (never a symlink, FIFO, socket or device) of at most ``max_bytes``."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ChannelError(f"{name!r} is not a plain file name")
     try:
+        # Looked at first without opening it: opening a device node can itself have effects.
+        if not stat.S_ISREG(os.stat(folder / name, follow_symlinks=False).st_mode):
+            raise ChannelError(f"{name} is not a regular file")
         fd = _open(folder, name, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ChannelError(f"{name} is missing") from None
