@@ -7,7 +7,8 @@ folder without following a symlink (``O_NOFOLLOW``) and without waiting for a wr
 size cap. ``copy_file`` hands a file from one scratch folder to another the same way (the
 destination is created fresh, never written through a name the worker planted).
 ``read_response`` is ``response.json``: capped, JSON, and validated against
-``graphmend/schemas/worker-response.schema.json``.
+``graphmend/schemas/worker-response.schema.json``. ``source_file`` decides whether a source file
+a worker names in a frame may be read at all.
 
 A worker's stdout and stderr come through pipes into ``CappedStream``: the first and the last
 ``CAP`` bytes are kept and the rest is counted, so the parent's memory does not grow with what a
@@ -17,16 +18,21 @@ line that a GitHub runner would read as a workflow command).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import site
 import stat
+import sys
+import sysconfig
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Iterator, Optional
 
 RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a detect result of a large model is a few MB
 STREAM_KEEP_BYTES = 64 * 1024  # of each stream: this much of its head, and as much of its tail
+COPY_MAX_BYTES = 64 * 1024 * 1024 * 1024  # weights handed between verify's arms (a large model's state)
 _CHUNK = 1024 * 1024
 
 
@@ -44,58 +50,78 @@ def _open(folder: Path, name: str, flags: int) -> int:
         os.close(dir_fd)
 
 
-def read_file(folder: Path, name: str, max_bytes: int) -> bytes:
-    """The bytes of ``folder/name``: a regular file (never a symlink, FIFO, socket or device) of at most ``max_bytes``."""
+def _open_regular(folder: Path, name: str, max_bytes: int) -> int:
+    """A read descriptor of ``folder/name`` when it is a regular file (not a symlink) of at most ``max_bytes``."""
     if not name or "/" in name or name in (".", ".."):
         raise ChannelError(f"{name!r} is not a plain file name")
     try:
         # Looked at first without opening it: opening a device node can itself have effects.
         if not stat.S_ISREG(os.stat(folder / name, follow_symlinks=False).st_mode):
             raise ChannelError(f"{name} is not a regular file")
+        # O_NONBLOCK: a FIFO swapped in meanwhile opens at once (and is refused below) instead of waiting.
         fd = _open(folder, name, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ChannelError(f"{name} is missing") from None
     except OSError as exc:
-        # ELOOP: the name is a symlink; ENXIO: a socket (or a FIFO with no writer)
+        # ELOOP: the name became a symlink; ENXIO: a socket
         raise ChannelError(f"{name} is not a regular file ({exc.strerror})") from None
+    st = os.fstat(fd)
+    problem = (f"{name} is not a regular file" if not stat.S_ISREG(st.st_mode) else
+               f"{name} is {st.st_size} bytes, over the {max_bytes} byte limit" if st.st_size > max_bytes else None)
+    if problem:
+        os.close(fd)
+        raise ChannelError(problem)
+    return fd
+
+
+def _chunks(fd: int, name: str, max_bytes: int) -> Iterator[bytes]:
+    total = 0
+    while True:  # the file may still grow (a process writing it): never read past the cap
+        chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
+        if not chunk:
+            return
+        total += len(chunk)
+        if total > max_bytes:
+            raise ChannelError(f"{name} is over the {max_bytes} byte limit")
+        yield chunk
+
+
+def read_file(folder: Path, name: str, max_bytes: int) -> bytes:
+    """The bytes of ``folder/name``: a regular file (never a symlink, FIFO, socket or device) of at most ``max_bytes``."""
+    fd = _open_regular(folder, name, max_bytes)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ChannelError(f"{name} is not a regular file")
-        if st.st_size > max_bytes:
-            raise ChannelError(f"{name} is {st.st_size} bytes, over the {max_bytes} byte limit")
-        chunks, total = [], 0
-        while True:  # the file may still grow (a process writing it): never read past the cap
-            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise ChannelError(f"{name} is over the {max_bytes} byte limit")
-        return b"".join(chunks)
+        return b"".join(_chunks(fd, name, max_bytes))
     finally:
         os.close(fd)
 
 
-def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, max_bytes: int) -> bool:
-    """Copy a worker's file into another scratch folder; False when there is none to copy.
+def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, max_bytes: int = COPY_MAX_BYTES) -> bool:
+    """Copy a worker's file into another scratch folder, chunk by chunk; False when there is none.
 
-    Raises ``ChannelError`` when the source is anything but a regular file under the cap."""
+    Raises ``ChannelError`` when the source is anything but a regular file under the cap (then
+    nothing is left at the destination)."""
     try:
-        data = read_file(src_folder, src_name, max_bytes)
+        fd = _open_regular(src_folder, src_name, max_bytes)
     except ChannelError as exc:
         if str(exc).endswith("is missing"):
             return False
         raise
     try:
-        os.unlink(dst_folder / dst_name)  # whatever the name was (a planted symlink too), it is replaced
-    except FileNotFoundError:
-        pass
-    fd = _open(dst_folder, dst_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    return True
+        try:
+            os.unlink(dst_folder / dst_name)  # whatever the name was (a planted symlink too), it is replaced
+        except FileNotFoundError:
+            pass
+        out = _open(dst_folder, dst_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            with os.fdopen(out, "wb") as sink:
+                for chunk in _chunks(fd, src_name, max_bytes):
+                    sink.write(chunk)
+        except BaseException:
+            os.unlink(dst_folder / dst_name)
+            raise
+        return True
+    finally:
+        os.close(fd)
 
 
 def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:
@@ -174,3 +200,42 @@ def clean_text(text: str) -> str:
     GitHub workflow command (``::set-output``, ``::add-mask``, ``::stop-commands`` ...)."""
     text = _CONTROL.sub("\ufffd", text)
     return "\n".join(" " + line if line.lstrip().startswith("::") else line for line in text.split("\n"))
+
+
+SOURCE_MAX_BYTES = 16 * 1024 * 1024
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+@functools.lru_cache(maxsize=1)
+def _site_dirs() -> tuple[Path, ...]:
+    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+    dirs.update(p for p in sys.path if "site-packages" in p or "dist-packages" in p)  # .pth-added site dirs
+    return tuple(Path(d).resolve() for d in sorted(dirs) if d and os.path.isdir(d))
+
+
+def source_file(claim: str, root: Path) -> Optional[str]:
+    """Where the parent may read a source file a worker names in a frame, or None.
+
+    A worker's frame paths are its claims. The parent reads one only when it resolves (symlinks
+    followed) to a regular file of at most ``SOURCE_MAX_BYTES`` inside the repository ``root``,
+    or, for an absolute path outside the repository, inside this interpreter's site-packages
+    (a library the break happened in). Anything else (``/dev/zero``, ``../../secret``, a symlink
+    in the tree pointing out of it) is reported as named and never opened."""
+    if not claim or claim.startswith("<") or "\0" in claim:
+        return None
+    path = Path(claim) if os.path.isabs(claim) else Path(root) / claim
+    try:
+        resolved = path.resolve(strict=True)
+        root = Path(root).resolve()
+        allowed = _within(resolved, root) or (os.path.isabs(claim) and any(_within(resolved, d) for d in _site_dirs()))
+        if not allowed:
+            return None
+        st = os.stat(resolved)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > SOURCE_MAX_BYTES:
+        return None
+    return str(resolved)
