@@ -172,6 +172,13 @@ class CappedStream:
             return f"{head}\n[... {self.cut} bytes of output cut ...]\n{tail}"
         return head + tail
 
+    def tail_text(self, chars: int = 4000) -> str:
+        """The last ``chars`` characters, after a line saying how much came before them."""
+        text = self.text()
+        if len(text) <= chars:
+            return text
+        return f"[... {self.total - len(text[-chars:].encode('utf-8', 'replace'))} bytes before this cut ...]\n{text[-chars:]}"
+
     def drain(self, stream: IO[bytes]) -> None:
         """Read ``stream`` to its end (in this thread), keeping what the cap allows."""
         while True:

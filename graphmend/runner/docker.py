@@ -166,18 +166,18 @@ class DockerRunner:
                 _kill(container)
                 stderr = _stream_logs(container)
                 return JobResult(ok=False, timed_out=True, error=f"timed out after {job.timeout_s:g} s (the container was killed)",
-                                 stderr_tail=clean_text(stderr[-4000:]), duration_s=time.monotonic() - started)
+                                 stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
             returncode = int(status.get("StatusCode", -1))
             stderr = _stream_logs(container)
             container.reload()
             state = container.attrs.get("State", {})
             if state.get("OOMKilled"):
                 return JobResult(ok=False, error=f"the worker ran past its memory limit ({self.memory}) and was killed",
-                                 returncode=returncode, stderr_tail=clean_text(stderr[-4000:]), duration_s=time.monotonic() - started)
+                                 returncode=returncode, stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
             if returncode == 137 and not os.path.lexists(scratch / "response.json"):
                 # The kernel's OOM killer does not always mark the container (a child process).
                 return JobResult(ok=False, error=f"the worker was killed by SIGKILL (out of memory? the limit is {self.memory})",
-                                 returncode=returncode, stderr_tail=clean_text(stderr[-4000:]), duration_s=time.monotonic() - started)
+                                 returncode=returncode, stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
             return read_response(scratch, job, returncode, stderr, started)
         finally:
             if container is not None:
@@ -188,7 +188,7 @@ class DockerRunner:
 
 
 def _stream_logs(container: Any) -> str:
-    """The container's stderr, capped (head and tail); its stdout is read and dropped the same way.
+    """The end of the container's stderr, saying how much came before it (its stdout is not read).
 
     Read as a stream so the parent's memory does not grow with what the worker printed."""
     err = CappedStream()
@@ -197,7 +197,7 @@ def _stream_logs(container: Any) -> str:
             err.feed(chunk)
     except Exception:  # noqa: BLE001 - logs are a courtesy; the response file is the result
         pass
-    return err.text()
+    return err.tail_text()
 
 
 def _kill(container: Any) -> None:

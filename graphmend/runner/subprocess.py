@@ -85,10 +85,12 @@ def write_request(scratch: Path, job: Job, root_in_worker: str) -> None:
         out.write(json.dumps(request))
 
 
-def read_response(scratch: Path, job: Job, returncode: Optional[int], stderr: str, started: float) -> JobResult:
-    """Turn what a finished worker left in ``scratch`` into a ``JobResult`` (through the channel)."""
+def read_response(scratch: Path, job: Job, returncode: Optional[int], stderr_tail: str, started: float) -> JobResult:
+    """Turn what a finished worker left in ``scratch`` into a ``JobResult`` (through the channel).
+
+    ``stderr_tail``: the end of the worker's stderr, already bounded (``CappedStream.tail_text``)."""
     duration = time.monotonic() - started
-    tail = clean_text(stderr[-4000:])
+    tail = clean_text(stderr_tail)
     try:
         response = read_channel_response(scratch)
     except ChannelError as exc:
@@ -243,14 +245,14 @@ class SubprocessRunner:
             _kill_group(proc)
             _join(readers)
             return JobResult(ok=False, timed_out=True, error=f"timed out after {job.timeout_s:g} s (the worker was killed)",
-                             stderr_tail=clean_text(err.text()[-4000:]), duration_s=time.monotonic() - started)
+                             stderr_tail=clean_text(err.tail_text()), duration_s=time.monotonic() - started)
         # Whatever the worker left running in its process group (bwrap's PID namespace already
         # took its own) ends with the job, and so do the pipes it may still hold open.
         _kill_group(proc)
         _join(readers)
         if not why_not and 128 < returncode < 128 + 65:
             returncode = 128 - returncode  # bwrap exits 128+N when the worker was killed by signal N
-        result = read_response(scratch, job, returncode, err.text(), started)
+        result = read_response(scratch, job, returncode, err.tail_text(), started)
         if not result.ok and returncode < 0 and self.memory and signal.Signals(-returncode).name in ("SIGKILL", "SIGSEGV", "SIGABRT"):
             return JobResult(ok=False, error=f"{result.error} (sandbox.memory is {self.memory} per process)",
                              returncode=returncode, stderr_tail=result.stderr_tail, duration_s=result.duration_s)

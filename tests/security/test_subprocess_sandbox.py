@@ -1,0 +1,66 @@
+"""Attacks from a target's code against the default (subprocess) runner, which runs the worker in
+a bubblewrap sandbox: each would succeed against a plain subprocess (no sandbox)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from graphmend.runner import Job
+from graphmend.runner.subprocess import SubprocessRunner, bwrap_problem
+from tests.security.conftest import drive, plant
+
+
+def test_bwrap_is_usable_here():
+    # Every test below relies on it; CI installs bubblewrap (.ci/run).
+    assert bwrap_problem() is None
+
+
+def test_a_hostile_target_gets_no_secret_no_network_no_write_and_leaves_no_process(tmp_path, monkeypatch, listener):
+    repo, scratch = tmp_path / "repo", tmp_path / "scratch"
+    scene = plant(repo, tmp_path, listener.port, scratch / "heartbeat", monkeypatch)
+    result = drive("call", "subprocess", str(repo), "tools.hostile:run", "--scratch", str(scratch))
+    assert result["ok"], result["error"]
+    loot = result["data"]["returned"]
+    assert loot["secrets"] == []  # no process it can see holds the parent's secret
+    assert not loot["connected"] and listener.accepted == []
+    assert loot["written"] == [] and scene.unchanged()
+    assert scene.secret not in json.dumps(result)
+    # The daemon it double-forked ended with the job: its heartbeat stops growing.
+    beats = scene.heartbeat.read_text() if scene.heartbeat.exists() else ""
+    time.sleep(1.0)
+    assert (scene.heartbeat.read_text() if scene.heartbeat.exists() else "") == beats
+
+
+def test_sandbox_memory_is_enforced(tmp_path):
+    runner = SubprocessRunner(memory="256m")
+    result = runner.run(Job(task="selftest", payload={"action": "allocate", "bytes": 512 * 1024 * 1024}, root=tmp_path,
+                            timeout_s=60))
+    assert not result.ok and "MemoryError" in result.error
+    small = runner.run(Job(task="selftest", payload={"action": "allocate", "bytes": 32 * 1024 * 1024}, root=tmp_path,
+                           timeout_s=60))
+    assert small.ok, small.error
+
+
+def test_a_flood_of_output_does_not_grow_the_parent(tmp_path):
+    """A target printing 300 MB to stderr: the parent (a fresh process measuring its own peak
+    RSS) stays under 400 MB, and the tail it keeps says how much was cut."""
+    report = drive("print", "subprocess", str(tmp_path), str(300 << 20))
+    assert report["ok"], report["error"]
+    assert report["peak_rss_mb"] < 400, report["peak_rss_mb"]
+    assert "bytes before this cut" in report["stderr_tail"] and len(report["stderr_tail"]) < 5000
+
+
+def test_the_worker_sees_neither_home_nor_the_runner_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "secret.txt").write_text("s")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = SubprocessRunner().run(Job(task="selftest", payload={"action": "env"}, root=repo, timeout_s=60)).data["env"]
+    assert env["HOME"] != str(tmp_path / "home")
+    peek = SubprocessRunner().run(Job(task="selftest", payload={"action": "write", "path": str(tmp_path / "home" / "x")},
+                                      root=repo, timeout_s=60))
+    assert peek.data["written"] is False and not (tmp_path / "home" / "x").exists()
+    assert not os.path.exists(tmp_path / "home" / "x")
