@@ -1,0 +1,137 @@
+"""The worker channel: what a worker leaves in its scratch folder, and the paths it names, are
+never followed, waited on or read unbounded (graphmend/runner/channel.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from graphmend.config import load_config
+from graphmend.detect.dynamic import result_from_data
+from graphmend.runner import Job
+from graphmend.runner.channel import CappedStream, ChannelError, clean_text, copy_file, read_file, read_response, source_file
+from graphmend.runner.subprocess import read_response as job_response
+
+
+def test_a_symlinked_response_is_refused_not_followed(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"ok": true, "data": {"token": "s3cret"}}')
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "response.json").symlink_to(secret)
+    with pytest.raises(ChannelError, match="not a regular file"):
+        read_response(scratch)
+    result = job_response(scratch, Job(task="x", payload={}, root=tmp_path), 0, "", time.monotonic())
+    assert not result.ok and "s3cret" not in repr(result)
+
+
+def test_a_fifo_or_socket_response_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "response.json")
+    done = []
+    reader = threading.Thread(target=lambda: done.append(pytest.raises(ChannelError, read_response, tmp_path)), daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert done, "reading a FIFO hung"
+    os.unlink(tmp_path / "response.json")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "response.json"))
+    with pytest.raises(ChannelError, match="not a regular file"):
+        read_response(tmp_path)
+    sock.close()
+
+
+def test_an_oversized_or_malformed_response_is_refused(tmp_path):
+    (tmp_path / "response.json").write_bytes(b" " * 2000)
+    with pytest.raises(ChannelError, match="over the 1000 byte limit"):
+        read_response(tmp_path, max_bytes=1000)
+    for text, where in (('{"ok": "yes"}', "ok"), ('{"ok": true}', "data"), ('[1]', "(root)"), ("{nope", "not JSON")):
+        (tmp_path / "response.json").write_text(text)
+        with pytest.raises(ChannelError, match="protocol|not JSON") as info:
+            read_response(tmp_path)
+        assert where in str(info.value)
+
+
+def test_read_file_takes_plain_names_only(tmp_path):
+    with pytest.raises(ChannelError, match="plain file name"):
+        read_file(tmp_path, "../etc/passwd", 100)
+
+
+def test_the_state_copy_between_arms_never_follows_a_symlink(tmp_path):
+    """verify's "before" arm wrote its state; a worker swapped it for /proc/self/environ."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    after.mkdir()
+    (before / "state_out.pt").symlink_to("/proc/self/environ")
+    with pytest.raises(ChannelError, match="not a regular file"):
+        copy_file(before, "state_out.pt", after, "state_in.pt")
+    assert not (after / "state_in.pt").exists()
+    # A regular file is copied; a symlink planted at the destination is replaced, not written through.
+    (before / "state_out.pt").unlink()
+    (before / "state_out.pt").write_bytes(b"weights")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("canary")
+    (after / "state_in.pt").symlink_to(outside)
+    assert copy_file(before, "state_out.pt", after, "state_in.pt")
+    assert (after / "state_in.pt").read_bytes() == b"weights" and not (after / "state_in.pt").is_symlink()
+    assert outside.read_text() == "canary"
+    assert copy_file(before, "missing.pt", after, "x.pt") is False
+    with pytest.raises(ChannelError, match="limit"):
+        copy_file(before, "state_out.pt", after, "small.pt", max_bytes=3)
+
+
+def test_a_capped_stream_keeps_head_and_tail_and_counts_the_rest():
+    stream = CappedStream(keep=10)
+    for _ in range(1000):
+        stream.feed(b"0123456789")
+    assert stream.total == 10000 and len(stream.head) == 10 and len(stream.tail) == 10
+    assert stream.text() == "0123456789\n[... 9980 bytes of output cut ...]\n0123456789"
+    assert stream.tail_text(5).startswith("[... 9995 bytes before this cut ...]")
+
+
+def test_worker_text_cannot_issue_workflow_commands():
+    text = clean_text("fine\n::add-mask::x\n  ::set-output name=a::b\x1b[31mred\x00")
+    assert all(not line.startswith("::") for line in text.splitlines())
+    assert "\x1b" not in text and "\x00" not in text
+
+
+def test_frame_paths_are_read_only_inside_the_repository_or_site_packages(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "m.py").write_text("x = 1\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOKEN=s3cret\n")
+    (repo / "src" / "link.py").symlink_to(secret)
+    assert source_file("src/m.py", repo) == str((repo / "src" / "m.py").resolve())
+    assert source_file(str(repo / "src" / "m.py"), repo) == str((repo / "src" / "m.py").resolve())
+    assert source_file(pytest.__file__, repo) is not None  # a library in site-packages
+    for claim in ("/dev/zero", str(secret), "../secret.txt", "src/link.py", "/proc/self/environ", "<string>", "src"):
+        assert source_file(claim, repo) is None, claim
+
+
+def test_a_worker_naming_dev_zero_or_a_secret_gets_nothing_read(tmp_path):
+    """The parent's reading of a detect result whose frames name /dev/zero and a secret file:
+    no MemoryError, no secret in source_line, every other site still reported."""
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "m.py").write_text("def f(x):\n    if x.sum() > 0:\n        return x\n")
+    (repo / "graphmend.yml").write_text("paths: [src/]\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOKEN=s3cret\n")
+
+    def site(file, line):
+        return {"kind": "break", "gb_type": "Data-dependent branching", "message": "Data-dependent branching",
+                "stack": [[file, line, "f", 4]], "hits": 1}
+
+    data = {"sites": [site("/dev/zero", 1), site(str(secret), 1), site("../secret.txt", 1),
+                      site(str(repo / "src" / "m.py"), 2)], "graph_count": 2}
+    config = load_config(repo)
+    result = result_from_data("t", data, config, repo)
+    by_file = {b.file: b for b in result.breaks}
+    assert by_file["src/m.py"].source_line == "if x.sum() > 0:"
+    assert by_file["/dev/zero"].source_line == "" and by_file[str(secret)].source_line == ""
+    assert "../secret.txt" in by_file and not by_file["../secret.txt"].stack[0].inside_repo
+    assert "s3cret" not in repr(result)
