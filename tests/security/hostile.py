@@ -8,8 +8,12 @@ double-forked daemon behind that keeps writing after the job. It returns what it
 target smuggles data out: in its own result (and ``hostile_target`` raises it, so it lands in
 review.json and the log).
 
+``plant_in_scratch()`` attacks the parent's reading of the scratch folder instead: symlinks
+and FIFOs at the names it reads or writes.
+
 ``plan`` (a JSON file named by ``ATTACK_PLAN`` next to this module): ``{"secret": "...",
-"port": N, "write": [paths], "heartbeat": path, "daemon_s": seconds}``.
+"port": N, "write": [paths], "heartbeat": path, "daemon_s": seconds, "links": {name: target},
+"fifos": [names]}``.
 """
 
 from __future__ import annotations
@@ -84,6 +88,23 @@ def load_plan() -> dict:
 def run() -> dict:
     """The selftest ``call`` entry: attack and return the loot as the job's result."""
     return attack(load_plan())
+
+
+def plant_in_scratch() -> None:
+    """Swap names the parent may use in the scratch folder (``python -m graphmend.worker SCRATCH``)
+    for symlinks to host paths (``/proc/self/mountinfo`` names them) or FIFOs, print, and exit
+    before the worker writes its own response."""
+    plan = load_plan()
+    scratch = Path(sys.argv[-1])
+    for name, target in plan.get("links", {}).items():
+        (scratch / name).unlink(missing_ok=True)
+        os.symlink(target, scratch / name)
+    for name in plan.get("fifos", []):
+        (scratch / name).unlink(missing_ok=True)
+        os.mkfifo(scratch / name)
+    print("pwned by stdout", flush=True)
+    print("pwned by stderr", file=sys.stderr, flush=True)
+    os._exit(0)
 
 
 def hostile_target():  # noqa: ANN201 - a target factory
