@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import json
 import os
 import re
@@ -154,13 +155,20 @@ def _python_dirs(python: str) -> list[str]:
     for entry in sys.path:  # .pth files add site directories (the action reuses the runner's torch this way)
         if entry and os.path.isdir(entry) and ("site-packages" in entry or "dist-packages" in entry):
             dirs.add(entry)
-    # A parent folder of GraphMend's own source tree (an editable install) is not bound whole.
-    out = [d for d in sorted(dirs) if os.path.isdir(d) and not PACKAGE_PARENT.startswith(d.rstrip("/") + "/")
-           and d != PACKAGE_PARENT]
+    out = [d for d in sorted(dirs) if os.path.isdir(d)]
     return [d for d in out if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in out)]
 
 
-def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path) -> list[str]:
+def gpu_device_nodes() -> list[str]:
+    """The NVIDIA device nodes of this host (none without a GPU)."""
+    return sorted(glob.glob("/dev/nvidia*")) + (["/dev/dri"] if os.path.isdir("/dev/dri") else [])
+
+
+def uses_gpu(job: Job) -> bool:
+    return job.device == "cuda" or (job.device == "auto" and bool(glob.glob("/dev/nvidia[0-9]*")))
+
+
+def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path, gpu: bool = False) -> list[str]:
     """The ``bwrap`` command line that runs the worker for ``root`` with ``scratch`` as the only writable place.
 
     The worker's environment is the one ``bwrap`` is started with (already the allow-list)."""
@@ -177,6 +185,11 @@ def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path) -> list[st
             cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     for d in _python_dirs(python):
         cmd += ["--ro-bind", d, d]
+    if gpu:
+        # The driver's device nodes, and /sys (read-only) where CUDA and NVML look the devices up.
+        for node in gpu_device_nodes():
+            cmd += ["--dev-bind", node, node]
+        cmd += ["--ro-bind", "/sys", "/sys"]
     cmd += ["--ro-bind", str(GRAPHMEND_PACKAGE), f"{GRAPHMEND_MOUNT}/graphmend",
             "--ro-bind", str(root), str(root),
             "--bind", str(scratch), str(scratch),
@@ -230,7 +243,7 @@ class SubprocessRunner:
             (scratch / "home").mkdir(exist_ok=True)
             env.update({"PYTHONPATH": os.pathsep.join([str(root), GRAPHMEND_MOUNT]), "HOME": str(scratch / "home"),
                         "TMPDIR": "/tmp", "USER": env.get("USER", "graphmend"), "LOGNAME": env.get("LOGNAME", "graphmend")})
-            cmd = bwrap_command(shutil.which(self.bwrap) or self.bwrap, self.python, root, scratch)
+            cmd = bwrap_command(shutil.which(self.bwrap) or self.bwrap, self.python, root, scratch, gpu=uses_gpu(job))
         started = time.monotonic()
         out, err = CappedStream(), CappedStream()
         proc = subprocess.Popen(
@@ -263,7 +276,7 @@ class SubprocessRunner:
         if not limit:
             return None
         # A CUDA context reserves far more address space than it uses: limit its data instead.
-        which = resource.RLIMIT_DATA if job.device == "cuda" else resource.RLIMIT_AS
+        which = resource.RLIMIT_DATA if uses_gpu(job) else resource.RLIMIT_AS
 
         def apply() -> None:
             resource.setrlimit(which, (limit, limit))
