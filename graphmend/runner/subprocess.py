@@ -46,8 +46,14 @@ PACKAGE_PARENT = str(GRAPHMEND_PACKAGE.parent)
 GRAPHMEND_MOUNT = "/opt/graphmend"  # where the sandbox sees GraphMend's package (as docker does)
 # /etc entries the interpreter and its libraries read; the rest of /etc (shadow, the runner's
 # configuration) stays out of the sandbox.
+# Of /etc/ssl only the public part: /etc/ssl/private holds the host's TLS keys (readable to a
+# runner that runs as root, and the sandbox keeps the caller's uid).
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "nsswitch.conf", "passwd", "group", "localtime",
-             "ssl", "ca-certificates", "alternatives", "os-release", "hosts")
+             "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "alternatives", "os-release", "hosts")
+# Started by root, bwrap keeps every capability inside the sandbox's user namespace unless told
+# otherwise, and CAP_SYS_ADMIN there remounts the read-only binds (the tree, GraphMend's own
+# package) read-write. The sandbox never needs one.
+BWRAP_BASE = ("--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
 UNSANDBOXED_WARNING = ("graphmend: bubblewrap (bwrap) is not usable here ({why}): the subprocess runner isolates "
                        "crashes, not hostile code; run untrusted code with sandbox.runner: docker")
 
@@ -125,7 +131,7 @@ def bwrap_problem(bwrap: str = "bwrap") -> Optional[str]:
     if not exe:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     try:
-        proc = subprocess.run([exe, "--unshare-all", "--die-with-parent", "--new-session", "--ro-bind", "/", "/",
+        proc = subprocess.run([exe, *BWRAP_BASE, "--ro-bind", "/", "/",
                                "--proc", "/proc", "--dev", "/dev", "true"],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -172,8 +178,7 @@ def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path, gpu: bool 
     """The ``bwrap`` command line that runs the worker for ``root`` with ``scratch`` as the only writable place.
 
     The worker's environment is the one ``bwrap`` is started with (already the allow-list)."""
-    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-           "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    cmd = [bwrap, *BWRAP_BASE, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / top
         if path.is_symlink():

