@@ -135,3 +135,21 @@ def test_a_worker_naming_dev_zero_or_a_secret_gets_nothing_read(tmp_path):
     assert by_file["/dev/zero"].source_line == "" and by_file[str(secret)].source_line == ""
     assert "../secret.txt" in by_file and not by_file["../secret.txt"].stack[0].inside_repo
     assert "s3cret" not in repr(result)
+
+
+def _runner_reads_a_command(line: str) -> bool:
+    """How the GitHub runner reads a log line (actions/runner ActionCommand): ``TryParseV2`` trims
+    leading whitespace and looks for ``::``; the older ``TryParse`` finds ``##[`` anywhere."""
+    return line.lstrip().startswith("::") or "##[" in line
+
+
+def test_indenting_a_workflow_command_does_not_disarm_it():
+    """The runner trims leading whitespace before it looks for ``::``, so an indented command (or
+    one behind a no-break or ideographic space) is still a command; ``##[`` works mid-line."""
+    attacks = ["::add-mask::x", "  ::set-output name=a::b", "\u00a0::stop-commands::t", "\u3000\t::error::e",
+               "progress ##[set-output name=a;]b", "##[add-mask]y"]
+    for attack in attacks:
+        for line in clean_text(f"ok\n{attack}\nok").replace("\r", "\n").split("\n"):
+            assert not _runner_reads_a_command(line), (attack, line)
+        command = attack.split("::")[1] if "::" in attack else attack.split("##[")[1].split("]")[0]
+        assert command.split()[0] in clean_text(attack)  # still readable, only disarmed
