@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Optional
 
 RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a detect result of a large model is a few MB
+# A worker's result nests a handful of levels (sites, stacks, frames); much deeper would make the
+# parent's own recursive code (schema checks, writing review.json) fail later, away from the worker.
+RESPONSE_MAX_DEPTH = 64
 STREAM_KEEP_BYTES = 64 * 1024  # of each stream: this much of its head, and as much of its tail
 COPY_MAX_BYTES = 64 * 1024 * 1024 * 1024  # weights handed between verify's arms (a large model's state)
 _CHUNK = 1024 * 1024
@@ -124,15 +127,34 @@ def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, 
         os.close(fd)
 
 
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests lists and objects (without recursing: it may nest thousands deep)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
 def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:
     """The worker's ``response.json``, capped, parsed and schema-checked (``ChannelError`` otherwise)."""
     from graphmend import schemas
 
     raw = read_file(scratch, "response.json", max_bytes)
     try:
-        response = json.loads(raw.decode("utf-8"))
+        response = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ChannelError(f"response.json is not JSON ({exc})") from None
+    except RecursionError:
+        raise ChannelError("response.json is not JSON (nested too deeply to parse)") from None
+    if _depth(response) > RESPONSE_MAX_DEPTH:
+        raise ChannelError(f"response.json is not JSON the parent uses (nested deeper than {RESPONSE_MAX_DEPTH} levels)")
     try:
         schemas.validate("worker-response", response)
     except schemas.SchemaValidationError as exc:

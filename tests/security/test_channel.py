@@ -153,3 +153,17 @@ def test_indenting_a_workflow_command_does_not_disarm_it():
             assert not _runner_reads_a_command(line), (attack, line)
         command = attack.split("::")[1] if "::" in attack else attack.split("##[")[1].split("]")[0]
         assert command.split()[0] in clean_text(attack)  # still readable, only disarmed
+
+
+def test_a_deeply_nested_or_non_standard_response_is_that_jobs_error(tmp_path):
+    """JSON nested deeper than the parser's recursion (a RecursionError, not a ValueError, used to
+    escape the runner and lose every other target's result), and NaN/Infinity, which are not JSON
+    and would make the parent write an invalid review.json."""
+    for text in ('{"ok": true, "data": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+                 '{"ok": true, "data": {"x": ' + "[" * 200 + "]" * 200 + "}}",  # parses, but deeper than any result
+                 '{"ok": true, "data": {"x": NaN}}', '{"ok": true, "data": {"t": -Infinity}}'):
+        (tmp_path / "response.json").write_text(text)
+        with pytest.raises(ChannelError, match="not JSON"):
+            read_response(tmp_path)
+        result = job_response(tmp_path, Job(task="x", payload={}, root=tmp_path), 0, "", time.monotonic())
+        assert not result.ok and "not JSON" in result.error
