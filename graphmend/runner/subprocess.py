@@ -142,6 +142,16 @@ def bwrap_problem(bwrap: str = "bwrap") -> Optional[str]:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def bwrap_sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this ``bwrap`` can bound a tmpfs (``--size``, bubblewrap 0.7 and later)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--size" in done.stdout + done.stderr
+
+
 _warned = False
 
 
@@ -174,11 +184,16 @@ def uses_gpu(job: Job) -> bool:
     return job.device == "cuda" or (job.device == "auto" and bool(glob.glob("/dev/nvidia[0-9]*")))
 
 
-def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path, gpu: bool = False) -> list[str]:
+def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path, gpu: bool = False,
+                  tmpfs_bytes: Optional[int] = None) -> list[str]:
     """The ``bwrap`` command line that runs the worker for ``root`` with ``scratch`` as the only writable place.
 
-    The worker's environment is the one ``bwrap`` is started with (already the allow-list)."""
-    cmd = [bwrap, *BWRAP_BASE, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    ``/tmp`` and ``/dev/shm`` are private tmpfs, memory that ``RLIMIT_AS`` does not count: each
+    holds at most ``tmpfs_bytes`` (``sandbox.memory``). The sandbox's own root (and ``/dev``) is
+    read-only, so nothing else in memory can be filled. The worker's environment is the one
+    ``bwrap`` is started with (already the allow-list)."""
+    size = ["--size", str(tmpfs_bytes)] if tmpfs_bytes else []
+    cmd = [bwrap, *BWRAP_BASE, "--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/dev/shm", *size, "--tmpfs", "/tmp"]
     for top in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / top
         if path.is_symlink():
@@ -198,6 +213,7 @@ def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path, gpu: bool 
     cmd += ["--ro-bind", str(GRAPHMEND_PACKAGE), f"{GRAPHMEND_MOUNT}/graphmend",
             "--ro-bind", str(root), str(root),
             "--bind", str(scratch), str(scratch),
+            "--remount-ro", "/dev", "--remount-ro", "/",
             "--chdir", str(root)]
     return cmd + ["--", python, "-m", "graphmend.worker", str(scratch)]
 
@@ -248,7 +264,8 @@ class SubprocessRunner:
             (scratch / "home").mkdir(exist_ok=True)
             env.update({"PYTHONPATH": os.pathsep.join([str(root), GRAPHMEND_MOUNT]), "HOME": str(scratch / "home"),
                         "TMPDIR": "/tmp", "USER": env.get("USER", "graphmend"), "LOGNAME": env.get("LOGNAME", "graphmend")})
-            cmd = bwrap_command(shutil.which(self.bwrap) or self.bwrap, self.python, root, scratch, gpu=uses_gpu(job))
+            cmd = bwrap_command(shutil.which(self.bwrap) or self.bwrap, self.python, root, scratch, gpu=uses_gpu(job),
+                                tmpfs_bytes=self.memory_limit if bwrap_sizes_tmpfs(self.bwrap) else None)
         started = time.monotonic()
         out, err = CappedStream(), CappedStream()
         proc = subprocess.Popen(

@@ -68,3 +68,40 @@ def test_the_worker_sees_neither_home_nor_the_runner_folders(tmp_path, monkeypat
                                       root=repo, timeout_s=60))
     assert peek.data["written"] is False and not (tmp_path / "home" / "x").exists()
     assert not os.path.exists(tmp_path / "home" / "x")
+
+
+FILL = '''import os
+
+
+def run():
+    """Write 300 MB into every writable in-memory place of the sandbox; what each took."""
+    took = {}
+    for folder in ("/tmp", "/dev/shm", "/", "/etc"):
+        written = 0
+        try:
+            with open(os.path.join(folder, "fill"), "wb") as f:
+                for _ in range(300):
+                    f.write(b"x" * (1 << 20))
+                    f.flush()
+                    written += 1 << 20
+        except OSError:
+            pass
+        took[folder] = written
+        try:
+            os.unlink(os.path.join(folder, "fill"))
+        except OSError:
+            pass
+    return took
+'''
+
+
+def test_in_memory_folders_cannot_hold_more_than_sandbox_memory(tmp_path):
+    """/tmp, /dev/shm and the sandbox's own root are tmpfs: memory that RLIMIT_AS does not count.
+    Each holds at most sandbox.memory, and the root (not a place a job needs) holds nothing."""
+    (tmp_path / "fill.py").write_text(FILL)
+    result = SubprocessRunner(memory="128m").run(Job(task="selftest", payload={"action": "call", "entry": "fill:run"},
+                                                     root=tmp_path, timeout_s=60))
+    assert result.ok, result.error
+    took = result.data["returned"]
+    assert took["/tmp"] <= 128 << 20 and took["/dev/shm"] <= 128 << 20, took
+    assert took["/"] == 0 and took["/etc"] == 0, took
