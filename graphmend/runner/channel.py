@@ -98,6 +98,16 @@ def read_file(folder: Path, name: str, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def open_file(folder: Path, name: str, max_bytes: int = COPY_MAX_BYTES) -> IO[bytes]:
+    """``folder/name`` opened for reading as a binary file object, checked as ``read_file`` checks
+    it (never a symlink, FIFO, socket or device; at most ``max_bytes`` when opened). For files too
+    large to hold twice (tensors a worker saved: ``torch.load(open_file(...), weights_only=True)``).
+    Raises ``ChannelError``; ``str()`` ends with "is missing" when there is none."""
+    fd = _open_regular(folder, name, max_bytes)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, max_bytes: int = COPY_MAX_BYTES) -> bool:
     """Copy a worker's file into another scratch folder, chunk by chunk; False when there is none.
 

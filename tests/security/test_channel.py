@@ -167,3 +167,31 @@ def test_a_deeply_nested_or_non_standard_response_is_that_jobs_error(tmp_path):
             read_response(tmp_path)
         result = job_response(tmp_path, Job(task="x", payload={}, root=tmp_path), 0, "", time.monotonic())
         assert not result.ok and "not JSON" in result.error
+
+
+def test_tensor_files_are_opened_through_the_channel(tmp_path):
+    """What verify's parent needs to load a worker's tensors: a symlink (to a host file of weights
+    or /proc/self/environ) or a FIFO in its place is refused, a real file loads."""
+    import torch
+
+    from graphmend.runner.channel import open_file
+
+    host = tmp_path / "host-weights.pt"
+    torch.save({"secret": torch.ones(2)}, host)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "outputs.pt").symlink_to(host)
+    with pytest.raises(ChannelError, match="not a regular file"):
+        open_file(scratch, "outputs.pt")
+    (scratch / "outputs.pt").unlink()
+    os.mkfifo(scratch / "outputs.pt")
+    with pytest.raises(ChannelError, match="not a regular file"):
+        open_file(scratch, "outputs.pt")
+    (scratch / "outputs.pt").unlink()
+    with pytest.raises(ChannelError, match="is missing"):
+        open_file(scratch, "outputs.pt")
+    torch.save({"y": torch.zeros(3)}, scratch / "outputs.pt")
+    with pytest.raises(ChannelError, match="limit"):
+        open_file(scratch, "outputs.pt", max_bytes=10)
+    with open_file(scratch, "outputs.pt") as f:
+        assert torch.equal(torch.load(f, weights_only=True, map_location="cpu")["y"], torch.zeros(3))
