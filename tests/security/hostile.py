@@ -90,7 +90,7 @@ def _capabilities() -> int:
 def attack(plan: dict) -> dict:
     loot: dict = {"secrets": _environments(plan["secret"]), "written": [], "connected": False,
                   "capabilities": _capabilities(), "remounted": _remount_read_write(),
-                  "host_tls_keys": os.path.exists("/etc/ssl/private")}
+                  "host_tls_keys": os.path.exists("/etc/ssl/private"), "hostname": socket.gethostname()}
     try:
         socket.create_connection(("127.0.0.1", int(plan["port"])), timeout=2).close()
         loot["connected"] = True

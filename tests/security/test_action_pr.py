@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -112,6 +113,26 @@ def test_pr_mode_with_the_default_runner_holds(hostile_pr, listener):
     assert listener.accepted == [] and scene.unchanged()
     time.sleep(1.0)
     assert review.read_text() == text and not scene.heartbeat.exists()
+
+
+@pytest.mark.docker
+def test_pr_mode_with_the_docker_runner_holds(hostile_pr, listener, dockerd, docker_base_image, docker_client, monkeypatch):
+    """The same pull request with ``sandbox: docker`` (the suite's daemon, its base image)."""
+    scene, repo, review, tmp_path = hostile_pr
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    proc = run_action_pr(tmp_path, repo, {"sandbox": "docker", "image": docker_base_image}, os.environ["PATH"])
+    text = review.read_text()
+    loot = find_loot(json.loads(text))
+    assert loot is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert loot["hostname"] != socket.gethostname()  # the attack ran, in a container (its own hostname)
+    assert loot["secrets"] == [] and not loot["connected"] and loot["written"] == []
+    assert loot["capabilities"] == 0 and loot["remounted"] == []
+    for output in (proc.stdout, proc.stderr, text):
+        assert scene.secret not in output and proc.token not in output
+    assert listener.accepted == [] and scene.unchanged()
+    time.sleep(1.0)
+    assert review.read_text() == text and not scene.heartbeat.exists()
+    assert docker_client.containers.list(all=True, filters={"label": "graphmend.job"}) == []
 
 
 def test_pr_mode_refuses_an_unsandboxed_runner_unless_allowed(hostile_pr, listener, tmp_path):
