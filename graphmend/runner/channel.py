@@ -264,8 +264,8 @@ def source_file(claim: str, root: Path) -> Optional[str]:
 
     A worker's frame paths are its claims. The parent reads one only when it resolves (symlinks
     followed) to a regular file of at most ``SOURCE_MAX_BYTES`` inside the repository ``root``,
-    or, for an absolute path outside the repository, inside this interpreter's site-packages
-    (a library the break happened in). Anything else (``/dev/zero``, ``../../secret``, a symlink
+    (never inside its ``.git``), or, for an absolute path outside the repository, inside this
+    interpreter's site-packages (a library the break happened in). Anything else (``/dev/zero``, ``../../secret``, a symlink
     in the tree pointing out of it) is reported as named and never opened."""
     if not claim or claim.startswith("<") or "\0" in claim:
         return None
@@ -273,7 +273,9 @@ def source_file(claim: str, root: Path) -> Optional[str]:
     try:
         resolved = path.resolve(strict=True)
         root = Path(root).resolve()
-        allowed = _within(resolved, root) or (os.path.isabs(claim) and any(_within(resolved, d) for d in _site_dirs()))
+        # Not the repository's own git folder: .git/config holds the credentials a checkout persisted.
+        allowed = ((_within(resolved, root) and ".git" not in resolved.relative_to(root).parts)
+                   or (os.path.isabs(claim) and any(_within(resolved, d) for d in _site_dirs())))
         if not allowed:
             return None
         st = os.stat(resolved)

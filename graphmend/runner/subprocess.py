@@ -211,8 +211,11 @@ def bwrap_command(bwrap: str, python: str, root: Path, scratch: Path, gpu: bool 
             cmd += ["--dev-bind", node, node]
         cmd += ["--ro-bind", "/sys", "/sys"]
     cmd += ["--ro-bind", str(GRAPHMEND_PACKAGE), f"{GRAPHMEND_MOUNT}/graphmend",
-            "--ro-bind", str(root), str(root),
-            "--bind", str(scratch), str(scratch),
+            "--ro-bind", str(root), str(root)]
+    if (root / ".git").is_dir() and not (root / ".git").is_symlink():
+        # The checkout's git folder stays out: .git/config holds the token actions/checkout persists.
+        cmd += ["--tmpfs", str(root / ".git"), "--remount-ro", str(root / ".git")]
+    cmd += ["--bind", str(scratch), str(scratch),
             "--remount-ro", "/dev", "--remount-ro", "/",
             "--chdir", str(root)]
     return cmd + ["--", python, "-m", "graphmend.worker", str(scratch)]

@@ -108,7 +108,10 @@ def test_frame_paths_are_read_only_inside_the_repository_or_site_packages(tmp_pa
     assert source_file("src/m.py", repo) == str((repo / "src" / "m.py").resolve())
     assert source_file(str(repo / "src" / "m.py"), repo) == str((repo / "src" / "m.py").resolve())
     assert source_file(pytest.__file__, repo) is not None  # a library in site-packages
-    for claim in ("/dev/zero", str(secret), "../secret.txt", "src/link.py", "/proc/self/environ", "<string>", "src"):
+    (repo / ".git").mkdir()
+    (repo / ".git" / "config").write_text('[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic czNjcmV0\n')
+    for claim in ("/dev/zero", str(secret), "../secret.txt", "src/link.py", "/proc/self/environ", "<string>", "src",
+                  ".git/config", str(repo / ".git" / "config"), "src/../.git/config"):
         assert source_file(claim, repo) is None, claim
 
 
