@@ -125,6 +125,11 @@ class DockerRunner:
             str(Path(job.root).resolve()): {"bind": WORKSPACE, "mode": "ro"},
             str(scratch.resolve()): {"bind": SCRATCH, "mode": "rw"},
         }
+        tmpfs = {"/tmp": f"size={self.tmp_size}"}
+        git_dir = Path(job.root).resolve() / ".git"
+        if git_dir.is_dir() and not git_dir.is_symlink():
+            # The checkout's git folder stays out: .git/config holds the token actions/checkout persists.
+            tmpfs[f"{WORKSPACE}/.git"] = "ro,size=4k"
         if self.mount_graphmend:
             volumes[str(GRAPHMEND_PACKAGE)] = {"bind": f"{GRAPHMEND_MOUNT}/graphmend", "mode": "ro"}
         options: dict[str, Any] = dict(
@@ -136,7 +141,7 @@ class DockerRunner:
             network_mode="none",
             user=f"{os.getuid()}:{os.getgid()}",
             read_only=True,
-            tmpfs={"/tmp": f"size={self.tmp_size}"},
+            tmpfs=tmpfs,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             mem_limit=self.memory,

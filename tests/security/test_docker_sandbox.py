@@ -97,3 +97,15 @@ def test_a_flood_of_output_from_a_container_does_not_grow_the_parent(dockerd, do
     assert report["ok"], report["error"]
     assert report["peak_rss_mb"] < 400, report["peak_rss_mb"]
     assert "bytes before this cut" in report["stderr_tail"] and len(report["stderr_tail"]) < 5000
+
+
+def test_the_checkout_s_git_folder_stays_out_of_the_container(runner, tmp_path, docker_client):
+    """actions/checkout persists the job's token in .git/config of the tree mounted as the workspace."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text('[http "https://github.com/"]\n\textraheader = AUTHORIZATION: basic czNjcmV0\n')
+    (tmp_path / "peek.py").write_text("import os\n\n\ndef run():\n    return os.listdir('.git')\n")
+    result = runner.run(Job(task="selftest", payload={"action": "call", "entry": "peek:run"}, root=tmp_path, timeout_s=60,
+                            label="attack"))
+    assert result.ok, result.error
+    assert result.data["returned"] == [] and "czNjcmV0" not in json.dumps(result.data)
+    assert leftover(docker_client) == []
