@@ -152,6 +152,80 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove a folder a worker wrote into, however deep, never following a symlink; True when it is gone.
+
+    ``shutil.rmtree`` recurses (a worker's folder a few thousand levels deep makes it raise
+    ``RecursionError``, which ``ignore_errors`` does not catch) and ``os.walk`` needs whole paths
+    (longer than ``PATH_MAX`` there). This walks with one open folder at a time, going back up
+    through ``..`` only while that is the folder it came from. Never raises."""
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.unlink(path)  # a file, or a symlink in the folder's place: the name goes, not its target
+            return True
+        except OSError:
+            return False
+    trail: list[tuple[tuple[int, int], str, set]] = []  # per folder above: its identity, our name in it, names it keeps
+    kept: set = set()  # names in the current folder that cannot be removed
+    try:
+        while True:
+            sub = None
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if entry.name in kept:
+                            continue
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                sub = entry.name
+                                break
+                            os.unlink(entry.name, dir_fd=fd)
+                        except OSError:
+                            kept.add(entry.name)
+            except OSError:
+                pass
+            if sub is not None:
+                try:
+                    child = os.open(sub, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    kept.add(sub)
+                    continue
+                st = os.fstat(fd)
+                trail.append(((st.st_dev, st.st_ino), sub, kept))
+                os.close(fd)
+                fd, kept = child, set()
+                continue
+            if not trail:
+                break
+            (identity, name, kept) = trail.pop()
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != identity:
+                return False  # the folder was moved meanwhile: stop rather than work somewhere else
+            try:
+                os.rmdir(name, dir_fd=fd)
+            except OSError:
+                kept.add(name)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+        return True
+    except OSError:
+        return False
+
+
 def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:
     """The worker's ``response.json``, capped, parsed and schema-checked (``ChannelError`` otherwise)."""
     from graphmend import schemas

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from graphmend.runner import Job, JobResult, allowed_env
-from graphmend.runner.channel import CappedStream, ChannelError, clean_text
+from graphmend.runner.channel import CappedStream, ChannelError, clean_text, remove_tree
 from graphmend.runner.channel import read_response as read_channel_response
 
 GRAPHMEND_PACKAGE = Path(__file__).resolve().parents[1]  # .../graphmend
@@ -80,7 +80,7 @@ def job_scratch(job: Job) -> Iterator[Path]:
         yield scratch
     finally:
         if own_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
 
 
 def write_request(scratch: Path, job: Job, root_in_worker: str) -> None:

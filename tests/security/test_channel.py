@@ -198,3 +198,21 @@ def test_tensor_files_are_opened_through_the_channel(tmp_path):
         open_file(scratch, "outputs.pt", max_bytes=10)
     with open_file(scratch, "outputs.pt") as f:
         assert torch.equal(torch.load(f, weights_only=True, map_location="cpu")["y"], torch.zeros(3))
+
+
+def test_remove_tree_never_follows_a_symlink(tmp_path):
+    from graphmend.runner.channel import remove_tree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("canary")
+    scratch = tmp_path / "scratch"
+    (scratch / "a" / "b").mkdir(parents=True)
+    (scratch / "a" / "b" / "f.txt").write_text("x")
+    (scratch / "a" / "link").symlink_to(outside)
+    (scratch / "a" / "b" / "file-link").symlink_to(outside / "keep.txt")
+    assert remove_tree(scratch) and not scratch.exists()
+    assert (outside / "keep.txt").read_text() == "canary"
+    (tmp_path / "top-link").symlink_to(outside)
+    assert remove_tree(tmp_path / "top-link") and (outside / "keep.txt").exists()
+    assert remove_tree(tmp_path / "missing")

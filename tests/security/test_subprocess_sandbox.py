@@ -116,3 +116,34 @@ def test_the_checkout_s_git_folder_stays_out_of_the_sandbox(tmp_path):
                                         timeout_s=60))
     assert result.ok, result.error
     assert result.data["returned"] == [] and "czNjcmV0" not in json.dumps(result.data)
+
+
+DEEP = '''import os
+import sys
+
+
+def run():
+    """Leave a folder 1500 levels deep in the scratch folder the parent removes after the job."""
+    fd = os.open(sys.argv[-1], os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    return "planted"
+'''
+
+
+def test_a_scratch_folder_too_deep_for_rmtree_is_still_removed(tmp_path, monkeypatch):
+    """shutil.rmtree recurses: a worker's 1500-deep folder made the parent's clean-up raise
+    RecursionError out of runner.run (every other target's result lost) and left the folder."""
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "deep.py").write_text(DEEP)
+    (tmp_path / "temp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "temp"))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    result = SubprocessRunner().run(Job(task="selftest", payload={"action": "call", "entry": "deep:run"},
+                                        root=tmp_path / "repo", timeout_s=60))
+    assert result.ok and result.data["returned"] == "planted", result.error
+    assert os.listdir(tmp_path / "temp") == []
