@@ -8,6 +8,7 @@ import os
 import time
 
 from graphmend.runner import Job
+from graphmend.runner.channel import remove_tree
 from graphmend.runner.subprocess import SubprocessRunner, bwrap_problem
 from tests.security.conftest import drive, plant
 
@@ -143,7 +144,10 @@ def test_a_scratch_folder_too_deep_for_rmtree_is_still_removed(tmp_path, monkeyp
     (tmp_path / "temp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "temp"))
     monkeypatch.setattr("tempfile.tempdir", None)
-    result = SubprocessRunner().run(Job(task="selftest", payload={"action": "call", "entry": "deep:run"},
-                                        root=tmp_path / "repo", timeout_s=60))
-    assert result.ok and result.data["returned"] == "planted", result.error
-    assert os.listdir(tmp_path / "temp") == []
+    try:
+        result = SubprocessRunner().run(Job(task="selftest", payload={"action": "call", "entry": "deep:run"},
+                                            root=tmp_path / "repo", timeout_s=60))
+        assert result.ok and result.data["returned"] == "planted", result.error
+        assert os.listdir(tmp_path / "temp") == []
+    finally:
+        remove_tree(tmp_path / "temp")  # whatever is left would break pytest's own clean-up of old tmp dirs
