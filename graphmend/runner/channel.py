@@ -18,6 +18,7 @@ line that a GitHub runner would read as a workflow command).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -26,6 +27,7 @@ import site
 import stat
 import sys
 import sysconfig
+import tempfile
 import threading
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional
@@ -224,6 +226,17 @@ def remove_tree(path: Path) -> bool:
         return True
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def work_folder(prefix: str = "graphmend-work-") -> Iterator[Path]:
+    """A private temporary folder to hold workers' scratch folders, removed with ``remove_tree``
+    (``tempfile.TemporaryDirectory`` uses ``shutil.rmtree``, which a worker's deep folder breaks)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        remove_tree(path)
 
 
 def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:

@@ -216,3 +216,21 @@ def test_remove_tree_never_follows_a_symlink(tmp_path):
     (tmp_path / "top-link").symlink_to(outside)
     assert remove_tree(tmp_path / "top-link") and (outside / "keep.txt").exists()
     assert remove_tree(tmp_path / "missing")
+
+
+def test_a_work_folder_with_a_worker_s_deep_folder_is_removed(tmp_path, monkeypatch):
+    """What verify and bench hold their workers' scratch folders in (instead of TemporaryDirectory)."""
+    from graphmend.runner.channel import work_folder
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    with work_folder("graphmend-verify-") as work:
+        deep = work / "001-before"
+        deep.mkdir()
+        fd = os.open(deep, os.O_RDONLY)
+        for _ in range(1500):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(fd)
+    assert os.listdir(tmp_path) == []
