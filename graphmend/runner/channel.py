@@ -36,6 +36,9 @@ RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a detect result of a large model is a f
 # A worker's result nests a handful of levels (sites, stacks, frames); much deeper would make the
 # parent's own recursive code (schema checks, writing review.json) fail later, away from the worker.
 RESPONSE_MAX_DEPTH = 64
+# And a few hundred thousand values. Parsed, each value costs the parent 30 to 60 times its bytes
+# (20 million empty objects in 60 MB took 3 GB and over a minute): the byte cap alone is not enough.
+RESPONSE_MAX_VALUES = 1_000_000
 STREAM_KEEP_BYTES = 64 * 1024  # of each stream: this much of its head, and as much of its tail
 COPY_MAX_BYTES = 64 * 1024 * 1024 * 1024  # weights handed between verify's arms (a large model's state)
 _CHUNK = 1024 * 1024
@@ -244,6 +247,9 @@ def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[st
     from graphmend import schemas
 
     raw = read_file(scratch, "response.json", max_bytes)
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")  # at least the values it holds (strings may add)
+    if values > RESPONSE_MAX_VALUES:
+        raise ChannelError(f"response.json holds too many values ({values} separators, over {RESPONSE_MAX_VALUES})")
     try:
         response = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -234,3 +234,13 @@ def test_a_work_folder_with_a_worker_s_deep_folder_is_removed(tmp_path, monkeypa
             fd = child
         os.close(fd)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_response_of_millions_of_tiny_values_is_refused_before_parsing(tmp_path):
+    """Under the byte cap, 2.5 million empty objects (7.5 MB) would take the parent ~400 MB to parse
+    (20 million in 60 MB: 3 GB and a minute); it is refused at once instead."""
+    (tmp_path / "response.json").write_text('{"ok": true, "data": {"x": [' + ",".join(["{}"] * 2_500_000) + "]}}")
+    started = time.monotonic()
+    with pytest.raises(ChannelError, match="too many values"):
+        read_response(tmp_path)
+    assert time.monotonic() - started < 2
