@@ -51,7 +51,7 @@ from graphmend.model import (
     TargetResult,
     fingerprint,
 )
-from graphmend.runner.channel import source_file
+from graphmend.runner.channel import clean_text, source_file
 
 # progress(label, done, total): called before each target and once at the end (label "").
 Progress = Callable[[str, int, int], None]
@@ -397,7 +397,16 @@ def detect_targets(
                                                                 python_version=platform.python_version()),
                                         duration_s=outcome.duration_s))
             continue
-        results.append(result_from_data(target.name, outcome.data or {}, config, root, duration_s=outcome.duration_s))
+        try:
+            results.append(result_from_data(target.name, outcome.data or {}, config, root, duration_s=outcome.duration_s))
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            # The worker runs the pull request's code: a result of the wrong shape is that target's
+            # error, and the other targets still run.
+            results.append(TargetResult(name=target.name, error=f"the worker's result is malformed ({type(exc).__name__}: "
+                                                                f"{clean_text(str(exc))[:200]})",
+                                        environment=Environment(dtype=target.dtype, backend=backend, mode=target.mode,
+                                                                python_version=platform.python_version()),
+                                        duration_s=outcome.duration_s))
     if progress:
         progress("", len(targets), len(targets))
     return tuple(results)

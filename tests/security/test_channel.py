@@ -244,3 +244,26 @@ def test_a_response_of_millions_of_tiny_values_is_refused_before_parsing(tmp_pat
     with pytest.raises(ChannelError, match="too many values"):
         read_response(tmp_path)
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("data", [{"sites": "x"}, {"sites": [None]}, {"sites": [{"stack": 5}]},
+                                  {"sites": [{"kind": "break", "stack": [["a", "x", "f", 1]]}]}, {"graph_count": "z"}])
+def test_a_detect_result_of_the_wrong_shape_is_that_target_s_error(tmp_path, data):
+    """The response schema checks the envelope only; the detect data a hostile target hands back
+    (wrong types, missing keys) is that target's error, and the next target still runs."""
+    from graphmend.detect.dynamic import detect_targets
+    from graphmend.runner import JobResult
+
+    (tmp_path / "graphmend.yml").write_text(
+        "paths: [src/]\ntargets:\n  - {name: bad, entry: m:f}\n  - {name: good, entry: m:g}\n")
+
+    class Answers:
+        name = "fake"
+
+        def run(self, job):
+            if job.label == "target bad":
+                return JobResult(ok=True, data=data)
+            return JobResult(ok=True, data={"sites": [], "graph_count": 1})
+
+    bad, good = detect_targets(load_config(tmp_path), runner=Answers())
+    assert bad.error and "malformed" in bad.error and good.error is None and good.graph_count == 1
