@@ -98,6 +98,7 @@ def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path
         common += ["--config", str(config)]
     if s.mode == "pr":
         cmd = gm + ["pr", *common, "--format", "json", "--output", s.review_file, "--summary", str(summary)]
+        cmd += ["--allow-unsandboxed"] if s.allow_unsandboxed else []
         return cmd + (["--bench"] if s.benchmark else [])
     if s.mode == "post":
         cmd = gm + ["post", review_for_post(s), "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
@@ -117,6 +118,12 @@ def child_env(s: settings_mod.Settings) -> dict[str, str]:
     env = dict(os.environ)
     # The verbs read the token from GITHUB_TOKEN; pr must never see one (it runs PR code).
     env.pop("GITHUB_TOKEN", None)
+    if s.mode == "pr":
+        # Nor any other secret the runner puts in every step's environment (ACTIONS_RUNTIME_TOKEN,
+        # ACTIONS_ID_TOKEN_REQUEST_TOKEN, cloud credentials): the analysis needs none of them.
+        from graphmend.runner import SECRET_RE
+
+        env = {k: v for k, v in env.items() if not SECRET_RE.search(k) or (k.startswith("GITHUB_") and k != "GITHUB_TOKEN")}
     if s.mode != "pr" and s.github_token:
         env["GITHUB_TOKEN"] = s.github_token
     for name in list(env):

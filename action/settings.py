@@ -56,6 +56,9 @@ INPUTS: tuple[Input, ...] = (
     Input("suggestions", "", "`true` or `false`: post verified fixes as suggestion blocks (overrides "
           "review.suggestions when posting); in `scan`, `false` proposes no fixes and opens no fix PR.", BOOLEANS),
     Input("benchmark", "false", "Benchmark the verified fixes in `pr` mode: `true` or `false`.", BOOLEANS),
+    Input("allow-unsandboxed", "false", "`true` lets `pr` run the pull request's code with the subprocess runner "
+          "where bubblewrap is not usable (it then isolates crashes, not hostile code); the default refuses. "
+          "Use `sandbox: docker` instead.", BOOLEANS),
     Input("sarif-file", "graphmend.sarif", "Where `scan` writes its SARIF file (for upload-sarif)."),
     Input("review-file", "review.json", "Where `pr` writes review.json and where `post` reads it."),
 )
@@ -90,6 +93,7 @@ class Settings:
     comment: Optional[str]
     suggestions: Optional[bool]
     benchmark: bool
+    allow_unsandboxed: bool
     sarif_file: str
     review_file: str
     event_name: str
@@ -185,7 +189,9 @@ def load(env: Optional[Mapping[str, str]] = None) -> Settings:
         raise SettingsError(f"input 'mode': pr needs a pull_request event payload (event is "
                             f"'{event_name or '(none)'}')")
 
-    token = env.get("INPUT_GITHUB_TOKEN", "").strip()
+    # action.yml hands no token to a pr step at all; one that arrives anyway (a workflow calling
+    # this module directly) is dropped here, before anything could pass it on.
+    token = "" if mode == "pr" else env.get("INPUT_GITHUB_TOKEN", "").strip()
     if mode in ("post",) and not token:
         # post degrades to annotations without a token, but an empty input is almost always a
         # workflow mistake (a secret that does not exist), so it is named rather than guessed.
@@ -211,6 +217,7 @@ def load(env: Optional[Mapping[str, str]] = None) -> Settings:
         comment=values["comment"] or None,
         suggestions=flag("suggestions"),
         benchmark=values["benchmark"] == "true",
+        allow_unsandboxed=values["allow-unsandboxed"] == "true",
         sarif_file=_path_input("sarif-file", values["sarif-file"], workspace),
         review_file=_path_input("review-file", values["review-file"], workspace),
         event_name=event_name,

@@ -32,8 +32,14 @@ from graphmend import __version__, fsutil
 from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_config, load_yaml, parse_config
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
 from graphmend.report import lever_text
+from graphmend.runner import unsandboxed_reason
 
 Progress = Optional[Callable[[str], None]]
+
+
+UNSANDBOXED_REFUSAL = ("refusing to run the pull request's code without a sandbox: {why}; use sandbox.runner: docker "
+                       "with a sandbox.image, install bubblewrap, or accept the risk with --allow-unsandboxed "
+                       "(the action's allow-unsandboxed: true)")
 
 
 class PrError(Exception):
@@ -227,6 +233,7 @@ def analyse(
     progress: Progress = None,
     check_fn: Optional[Callable[..., CheckReport]] = None,
     propose_fixes: bool = True,
+    allow_unsandboxed: bool = False,
 ) -> PrResult:
     """Analyse ``head`` against ``base`` in the repository at ``root``; nothing is posted."""
     from bot import review as rv
@@ -250,6 +257,9 @@ def analyse(
     with tree_at(root, head_sha, refused) as head_tree, tree_at(root, base_sha) as base_tree:
         head_config = dataclasses.replace(gate_config, root=head_tree)
         base_config = dataclasses.replace(gate_config, root=base_tree)
+        why = None if allow_unsandboxed else unsandboxed_reason(head_config)
+        if why:
+            raise PrError(UNSANDBOXED_REFUSAL.format(why=why))
 
         say(f"pr: analysing head {head_sha[:7]}")
         head_report = check(head_config)

@@ -61,6 +61,16 @@ def selftest_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
             return {"connected": True}
         except OSError as exc:
             return {"connected": False, "error": str(exc)}
+    if action == "call":
+        # Like a target's factory: a function of the repository, imported and run in the worker.
+        return {"returned": resolve(payload["entry"])()}
+    if action == "print":
+        chunk = "x" * 1023 + "\n"
+        stream = sys.stderr if payload.get("stream") == "stderr" else sys.stdout
+        for _ in range(int(payload["bytes"]) // 1024):
+            stream.write(chunk)
+        stream.flush()
+        return {"printed": True}
     if action == "allocate":
         blob = bytearray(int(payload["bytes"]))
         for i in range(0, len(blob), 4096):

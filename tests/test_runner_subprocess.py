@@ -70,3 +70,17 @@ def test_caller_scratch_is_kept(tmp_path):
     assert result.ok
     assert (scratch / "response.json").is_file() and (scratch / "request.json").is_file()
     assert os.path.isdir(scratch)
+
+
+def test_without_bwrap_it_runs_unsandboxed_and_says_so_once(tmp_path, capsys, monkeypatch):
+    from graphmend.runner import subprocess as runner_mod
+
+    monkeypatch.setattr(runner_mod, "_warned", False)
+    plain = SubprocessRunner(bwrap="graphmend-no-such-bwrap")
+    assert "not installed" in plain.unsandboxed_reason()
+    for _ in range(2):
+        assert plain.run(Job(task="selftest", payload={"value": 1}, root=tmp_path)).ok
+    assert capsys.readouterr().err.count("isolates crashes, not hostile code") == 1
+    required = SubprocessRunner(bwrap="graphmend-no-such-bwrap", sandbox="bwrap").run(
+        Job(task="selftest", payload={"value": 1}, root=tmp_path))
+    assert not required.ok and "the sandbox is required but bwrap is not installed" in required.error

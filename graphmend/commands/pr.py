@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="analyse the base even when it is cached")
     parser.add_argument("--bench", action="store_true", help="benchmark the verified fixes too")
     parser.add_argument("--no-fix", action="store_true", help="report breaks only: propose and verify no fixes")
+    parser.add_argument("--allow-unsandboxed", action="store_true",
+                        help="run the pull request's code with the subprocess runner even where bubblewrap is not usable "
+                             "(it then isolates crashes, not hostile code; use sandbox.runner: docker instead)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     try:
         result = analyse(Path(args.root), base, head, config_name=args.config, cache_dir=cache, bench=args.bench,
-                         propose_fixes=not args.no_fix,
+                         propose_fixes=not args.no_fix, allow_unsandboxed=args.allow_unsandboxed,
                          progress=lambda m: print(m, file=__import__("sys").stderr))
     except (PrError, TreeError) as exc:
         raise UsageError(str(exc)) from None

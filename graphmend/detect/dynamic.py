@@ -51,6 +51,7 @@ from graphmend.model import (
     TargetResult,
     fingerprint,
 )
+from graphmend.runner.channel import clean_text, source_file
 
 # progress(label, done, total): called before each target and once at the end (label "").
 Progress = Callable[[str, int, int], None]
@@ -399,7 +400,16 @@ def detect_targets(
                                                                 python_version=platform.python_version()),
                                         duration_s=outcome.duration_s))
             continue
-        results.append(result_from_data(target.name, outcome.data or {}, config, root, duration_s=outcome.duration_s))
+        try:
+            results.append(result_from_data(target.name, outcome.data or {}, config, root, duration_s=outcome.duration_s))
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+            # The worker runs the pull request's code: a result of the wrong shape is that target's
+            # error, and the other targets still run.
+            results.append(TargetResult(name=target.name, error=f"the worker's result is malformed ({type(exc).__name__}: "
+                                                                f"{clean_text(str(exc))[:200]})",
+                                        environment=Environment(dtype=target.dtype, backend=backend, mode=target.mode,
+                                                                python_version=platform.python_version()),
+                                        duration_s=outcome.duration_s))
     if progress:
         progress("", len(targets), len(targets))
     return tuple(results)
@@ -456,9 +466,11 @@ def _relative(path: str, root: Path) -> Optional[str]:
     A relative path is one the worker already made repo-relative."""
     if path.startswith("<"):
         return None
-    if not os.path.isabs(path):
-        return Path(path).as_posix()
     try:
+        if not os.path.isabs(path):
+            # A worker's claim: "../../x" is not in the repository however it is spelled.
+            relative = os.path.normpath(path)
+            return None if relative.startswith("..") or relative == "." else Path(relative).as_posix()
         resolved = Path(path).resolve()
         return resolved.relative_to(root).as_posix()
     except (ValueError, OSError):
@@ -469,8 +481,9 @@ def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str, 
     frames = []
     for file, line, function, col in site["stack"]:
         rel = _relative(file, root)
-        # the path this process reads the file at (for the source line and the statement shape)
-        readable = str(root / rel) if rel is not None else file
+        # the path this process may read the file at (for the source line and the statement
+        # shape), or "" when the worker's path is not one it may open (source_file says which)
+        readable = source_file(rel if rel is not None else file, root) or ""
         frames.append((Frame(file=rel if rel is not None else file, line=int(line), function=function,
                              inside_repo=rel is not None), col, readable))
     skipped = site["kind"] == "skip"
@@ -479,8 +492,8 @@ def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str, 
     # in another library (site-packages) is reported there, marked outside paths: the line of
     # the repository that called it holds no `if`/`print` to rewrite.
     prefix = torch_dir.rstrip("/\\") + os.sep if torch_dir else None
-    editable = [i for i, (f, _, abs_file) in enumerate(frames)
-                if f.inside_repo or not (prefix and abs_file.startswith(prefix))]
+    editable = [i for i, (f, _, _) in enumerate(frames)
+                if f.inside_repo or not (prefix and f.file.startswith(prefix))]
     pick = editable[-1] if editable else len(frames) - 1
     message = site["message"]
     statement = _statement_at(frames[pick][2], frames[pick][0].line) if frames else None
@@ -496,9 +509,9 @@ def _graph_break(site: dict[str, Any], config: Config, root: Path, target: str, 
     else:  # Dynamo gave no stack at all (rare): report the skipped frame's own location.
         function, file, first = site.get("skipped_frame") or ("<unknown>", "<unknown>", 0)
         rel = _relative(file, root)
-        abs_file = str(root / rel) if rel is not None else file
+        abs_file = source_file(rel if rel is not None else file, root) or ""
         frame, col = Frame(file=rel or file, line=int(first), function=function, inside_repo=rel is not None), None
-    source_line = linecache.getline(abs_file, frame.line).rstrip("\n") if frame.line else ""
+    source_line = linecache.getline(abs_file, frame.line).rstrip("\n") if frame.line and abs_file else ""
     return GraphBreak(
         file=frame.file,
         line=frame.line,
@@ -596,6 +609,8 @@ _PARSED: dict[str, ast.AST] = {}
 
 
 def _parse(path: str) -> ast.AST:
+    if not path:
+        raise ValueError("no source file this process may read")
     if path not in _PARSED:
         _PARSED[path] = ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
     return _PARSED[path]

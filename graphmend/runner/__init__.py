@@ -72,6 +72,15 @@ def allowed_env(environ: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def unsandboxed_reason(config: Config) -> Optional[str]:
+    """None when the configured runner is a boundary for hostile code; else why it is not."""
+    if config.sandbox.runner == "docker":
+        return None
+    from graphmend.runner.subprocess import bwrap_problem
+
+    return bwrap_problem()
+
+
 def get_runner(config: Config) -> Runner:
     """The runner the configuration asks for (``sandbox.runner``)."""
     if config.sandbox.runner == "docker":
@@ -80,4 +89,4 @@ def get_runner(config: Config) -> Runner:
         return DockerRunner(image=config.sandbox.image, memory=config.sandbox.memory)
     from graphmend.runner.subprocess import SubprocessRunner
 
-    return SubprocessRunner()
+    return SubprocessRunner(memory=config.sandbox.memory)

@@ -9,6 +9,10 @@ The pull-request code GraphMend runs is untrusted, so the container gets:
 - a read-only root filesystem with a small ``/tmp``, all capabilities dropped,
   ``no-new-privileges``, the host user's uid (so the parent can read and remove the scratch);
 - memory (no extra swap), pids and CPU limits, and a timeout after which it is killed;
+- its stdout and stderr streamed back with a cap (head and tail kept), never written through a
+  name inside the scratch folder, and ``response.json`` read through ``graphmend.runner.channel``
+  (no symlink, FIFO, socket or device is followed or waited on); docker's own log of the
+  container is capped too (``LOG_MAX``), and the container is removed however the job ends;
 - only allow-listed environment variables (``graphmend.runner.allowed_env``): no token or other
   secret of the runner host ever reaches it;
 - GPUs only when the job's device is ``cuda``, through a ``DeviceRequest``, which needs the
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from graphmend.runner import Job, JobResult, allowed_env
+from graphmend.runner.channel import CappedStream, clean_text
 from graphmend.runner.subprocess import job_scratch, read_response, write_request
 
 WORKSPACE = "/workspace"
@@ -51,6 +56,7 @@ GRAPHMEND_MOUNT = "/opt/graphmend"
 GRAPHMEND_PACKAGE = Path(__file__).resolve().parents[1]  # .../graphmend
 
 # Host-specific variables that would point the container at paths it does not have.
+LOG_MAX = {"max-size": "64m", "max-file": "1"}  # what the daemon keeps on disk of a container's output
 HOST_ONLY = {"PATH", "HOME", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "TMPDIR", "USER", "LOGNAME", "CUDA_HOME", "SSL_CERT_FILE", "HF_HOME"}
 
 NVIDIA_HELP = ("GPUs were requested (target device cuda) but the docker daemon cannot provide them: install the "
@@ -119,6 +125,11 @@ class DockerRunner:
             str(Path(job.root).resolve()): {"bind": WORKSPACE, "mode": "ro"},
             str(scratch.resolve()): {"bind": SCRATCH, "mode": "rw"},
         }
+        tmpfs = {"/tmp": f"size={self.tmp_size}"}
+        git_dir = Path(job.root).resolve() / ".git"
+        if git_dir.is_dir() and not git_dir.is_symlink():
+            # The checkout's git folder stays out: .git/config holds the token actions/checkout persists.
+            tmpfs[f"{WORKSPACE}/.git"] = "ro,size=4k"
         if self.mount_graphmend:
             volumes[str(GRAPHMEND_PACKAGE)] = {"bind": f"{GRAPHMEND_MOUNT}/graphmend", "mode": "ro"}
         options: dict[str, Any] = dict(
@@ -130,13 +141,14 @@ class DockerRunner:
             network_mode="none",
             user=f"{os.getuid()}:{os.getgid()}",
             read_only=True,
-            tmpfs={"/tmp": f"size={self.tmp_size}"},
+            tmpfs=tmpfs,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             mem_limit=self.memory,
             memswap_limit=self.memory,  # the same figure: no swap on top of the limit
             pids_limit=self.pids,
             detach=True,
+            log_config=docker.types.LogConfig(type="json-file", config=LOG_MAX),
             labels={"graphmend.job": job.label or job.task},
         )
         if self.cpus:
@@ -157,20 +169,20 @@ class DockerRunner:
                 status = container.wait(timeout=job.timeout_s)
             except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
                 _kill(container)
-                self._save_logs(container, scratch)
+                stderr = _stream_logs(container)
                 return JobResult(ok=False, timed_out=True, error=f"timed out after {job.timeout_s:g} s (the container was killed)",
-                                 duration_s=time.monotonic() - started)
+                                 stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
             returncode = int(status.get("StatusCode", -1))
-            stderr = self._save_logs(container, scratch)
+            stderr = _stream_logs(container)
             container.reload()
             state = container.attrs.get("State", {})
             if state.get("OOMKilled"):
                 return JobResult(ok=False, error=f"the worker ran past its memory limit ({self.memory}) and was killed",
-                                 returncode=returncode, stderr_tail=stderr[-4000:], duration_s=time.monotonic() - started)
-            if returncode == 137 and not (scratch / "response.json").is_file():
+                                 returncode=returncode, stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
+            if returncode == 137 and not os.path.lexists(scratch / "response.json"):
                 # The kernel's OOM killer does not always mark the container (a child process).
                 return JobResult(ok=False, error=f"the worker was killed by SIGKILL (out of memory? the limit is {self.memory})",
-                                 returncode=returncode, stderr_tail=stderr[-4000:], duration_s=time.monotonic() - started)
+                                 returncode=returncode, stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
             return read_response(scratch, job, returncode, stderr, started)
         finally:
             if container is not None:
@@ -179,15 +191,18 @@ class DockerRunner:
                 except docker.errors.DockerException:
                     pass
 
-    def _save_logs(self, container: Any, scratch: Path) -> str:
-        try:
-            out = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-            err = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-        except Exception:  # noqa: BLE001 - logs are a courtesy; the response file is the result
-            return ""
-        (scratch / "stdout.txt").write_text(out, encoding="utf-8")
-        (scratch / "stderr.txt").write_text(err, encoding="utf-8")
-        return err
+
+def _stream_logs(container: Any) -> str:
+    """The end of the container's stderr, saying how much came before it (its stdout is not read).
+
+    Read as a stream so the parent's memory does not grow with what the worker printed."""
+    err = CappedStream()
+    try:
+        for chunk in container.logs(stdout=False, stderr=True, stream=True, follow=False):
+            err.feed(chunk)
+    except Exception:  # noqa: BLE001 - logs are a courtesy; the response file is the result
+        pass
+    return err.tail_text()
 
 
 def _kill(container: Any) -> None:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from graphmend.config import Config, ConfigError, TargetConfig
 from graphmend.model import Environment, Fix, TargetResult
 from graphmend.runner import Job, Runner, get_runner
+from graphmend.runner.channel import copy_file
 from graphmend.trees import apply_edits_to_tree, changed_files, copy_tree, tree_at
 from graphmend.verify.compare import ArmData, compare_arms, load_tensors
 from graphmend.verify.results import FixVerdict, Mismatch, TargetVerification, VerifyReport
@@ -144,8 +145,8 @@ class _ArmRunner:
 def _feed(source: Path, scratch: Path) -> None:
     """Hand the "before" arm's weights and inputs to another worker's scratch folder."""
     for src, dst in ((STATE_OUT, STATE_IN), (INPUTS_OUT, INPUTS_IN)):
-        if (source / src).is_file():
-            shutil.copyfile(source / src, scratch / dst)
+        # Written by the worker: never followed as a symlink, read as a regular file under a cap.
+        copy_file(source, src, scratch, dst)
 
 
 def _failing(data: ArmData) -> set[int]:

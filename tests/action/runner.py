@@ -55,21 +55,87 @@ class ActionResult:
         return "".join(s.summary for s in self.steps)
 
 
-def evaluate(text: str, ctx: dict[str, Any]) -> str:
-    def one(m: re.Match) -> str:
-        expr = m.group(1)
-        if not NAME.match(expr):
-            raise ValueError(f"expression not supported by the test runner: {expr}")
-        node: Any = ctx
-        for part in expr.split("."):
-            if not isinstance(node, dict) or part not in node:
-                if expr.startswith("steps."):
-                    return ""  # a step that did not run (an earlier one failed) has no outputs
-                raise KeyError(f"unknown context value: {expr}")
-            node = node[part]
-        return "" if node is None else str(node)
+TOKEN = re.compile(r"\s*(\(|\)|&&|\|\||==|!=|'(?:[^']|'')*'|[A-Za-z_][A-Za-z0-9_.-]*)")
 
-    return EXPR.sub(one, text)
+
+def _lookup(expr: str, ctx: dict[str, Any]) -> str:
+    if not NAME.match(expr):
+        raise ValueError(f"expression not supported by the test runner: {expr}")
+    node: Any = ctx
+    for part in expr.split("."):
+        if not isinstance(node, dict) or part not in node:
+            if expr.startswith("steps."):
+                return ""  # a step that did not run (an earlier one failed) has no outputs
+            raise KeyError(f"unknown context value: {expr}")
+        node = node[part]
+    return "" if node is None else str(node)
+
+
+def _expression(expr: str, ctx: dict[str, Any]) -> str:
+    """GitHub's expression subset action.yml uses: names, 'strings', ==, != (case-insensitive,
+    as GitHub compares strings), && and || (returning an operand, falsy = ''), parentheses."""
+    tokens, pos = [], 0
+    while pos < len(expr):
+        m = TOKEN.match(expr, pos)
+        if not m or not m.group(1):
+            raise ValueError(f"expression not supported by the test runner: {expr}")
+        tokens.append(m.group(1))
+        pos = m.end()
+        while pos < len(expr) and expr[pos].isspace():
+            pos += 1
+    at = 0
+
+    def peek() -> Optional[str]:
+        return tokens[at] if at < len(tokens) else None
+
+    def take() -> str:
+        nonlocal at
+        at += 1
+        return tokens[at - 1]
+
+    def primary() -> str:
+        tok = take()
+        if tok == "(":
+            value = disjunction()
+            if take() != ")":
+                raise ValueError(f"unbalanced parentheses: {expr}")
+            return value
+        if tok.startswith("'"):
+            return tok[1:-1].replace("''", "'")
+        return _lookup(tok, ctx)
+
+    def comparison() -> str:
+        left = primary()
+        while peek() in ("==", "!="):
+            op, right = take(), primary()
+            equal = left.lower() == right.lower()
+            left = "true" if equal == (op == "==") else ""
+        return left
+
+    def conjunction() -> str:
+        left = comparison()
+        while peek() == "&&":
+            take()
+            right = comparison()
+            left = right if left else left
+        return left
+
+    def disjunction() -> str:
+        left = conjunction()
+        while peek() == "||":
+            take()
+            right = conjunction()
+            left = left if left else right
+        return left
+
+    value = disjunction()
+    if at != len(tokens):
+        raise ValueError(f"expression not supported by the test runner: {expr}")
+    return value
+
+
+def evaluate(text: str, ctx: dict[str, Any]) -> str:
+    return EXPR.sub(lambda m: _expression(m.group(1), ctx), text)
 
 
 def run_action(action_dir: Path, *, inputs: dict[str, str], event_name: str, event: dict[str, Any],

@@ -440,10 +440,23 @@ def _host_site_packages() -> str:
     return sysconfig.get_paths()["purelib"]
 
 
+def _site_trees() -> list[str]:
+    """The venv's site-packages, then the site directories its ``.pth`` files add (a git
+    worktree's venv takes torch and the rest from the main checkout's venv that way): the image
+    gets all of them in one site-packages, the venv's own files first."""
+    site = _host_site_packages()
+    trees = [site]
+    for pth in sorted(Path(site).glob("*.pth")):
+        for line in pth.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = line.strip()
+            if line.startswith("/") and os.path.isdir(line) and line not in trees and "site-packages" in line:
+                trees.append(os.path.realpath(line))
+    return trees
+
+
 def _rootfs_key() -> str:
     """Changes when the Python build or any installed distribution (name + version) changes."""
-    site = _host_site_packages()
-    dists = sorted(p for p in os.listdir(site) if p.endswith((".dist-info", ".egg-info")))
+    dists = sorted(p for site in _site_trees() for p in os.listdir(site) if p.endswith((".dist-info", ".egg-info")))
     h = hashlib.sha256()
     h.update(sys.version.encode())
     h.update(sys.base_prefix.encode())
@@ -452,7 +465,7 @@ def _rootfs_key() -> str:
     for part in (TOOLS, TOOL_FILES, SITE_EXCLUDE_TOP, SITE_EXCLUDE_PREFIX, SITE_EXCLUDE_SUB, SITE_KEEP_IN_TORCH_BIN,
                  STDLIB_EXCLUDE_TOP):
         h.update(repr(sorted(part)).encode())
-    for fn in (build_rootfs, _RootfsWriter, _site_skip, _stdlib_skip, _ldd):
+    for fn in (build_rootfs, _RootfsWriter, _site_skip, _stdlib_skip, _ldd, _site_trees):
         h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:12]
 
@@ -500,7 +513,8 @@ def build_rootfs(dest: Path) -> None:
         for lib in sorted(Path(base, "lib").glob("libpython*.so*")):
             # Into the default search path: the interpreter's RUNPATH points at the host prefix.
             w.add_host(str(lib), f"/usr/lib/x86_64-linux-gnu/{lib.name}")
-        elves += w.add_tree(_host_site_packages(), SITE, _site_skip)
+        for site in _site_trees():  # a name already written (the venv's own) is not overwritten
+            elves += w.add_tree(site, SITE, _site_skip)
         for tool in TOOLS:
             path = shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin")
             if path:
@@ -510,7 +524,7 @@ def build_rootfs(dest: Path) -> None:
             if os.path.exists(f):
                 w.add_host(f)
         for lib in sorted(_ldd(elves)):
-            if lib.startswith((base, _host_site_packages())):
+            if lib.startswith((base, *_site_trees())):
                 continue  # already inside the image under its new prefix
             w.add_host(lib)
     tmp.replace(dest)
