@@ -54,11 +54,24 @@ class Stats:
 
 
 def load_tensors(path: Path) -> dict[str, Any]:
+    """The tensors a worker saved at ``path`` (in its scratch folder), read through the channel:
+    never a symlink or special file, size-capped, unpickled with ``weights_only``. ``{}`` when the
+    worker saved none; ``ValueError`` when the file is not what a worker may leave there."""
     import torch
 
-    if not path.is_file():
-        return {}
-    data = torch.load(path, weights_only=True, map_location="cpu")
+    from graphmend.runner.channel import ChannelError, open_file
+
+    try:
+        f = open_file(path.parent, path.name)
+    except ChannelError as exc:
+        if str(exc).endswith("is missing"):
+            return {}
+        raise ValueError(str(exc)) from None
+    with f:
+        try:
+            data = torch.load(f, weights_only=True, map_location="cpu")
+        except Exception as exc:  # a truncated or forged file is the arm's error, not ours
+            raise ValueError(f"{path.name}: not a tensor file: {type(exc).__name__}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path.name}: expected a dict of tensors")
     return data

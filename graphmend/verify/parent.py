@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -26,7 +25,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from graphmend.config import Config, ConfigError, TargetConfig
 from graphmend.model import Environment, Fix, TargetResult
 from graphmend.runner import Job, Runner, get_runner
-from graphmend.runner.channel import copy_file
+from graphmend.runner.channel import ChannelError, copy_file, work_folder
 from graphmend.trees import apply_edits_to_tree, changed_files, copy_tree, tree_at
 from graphmend.verify.compare import ArmData, compare_arms, load_tensors
 from graphmend.verify.results import FixVerdict, Mismatch, TargetVerification, VerifyReport
@@ -94,11 +93,15 @@ class _ArmRunner:
         while True:
             scratch = self._scratch(label)
             first_scratch = first_scratch or scratch
-            if feed is not None:
-                _feed(feed, scratch)
+            try:
+                if feed is not None:
+                    _feed(feed, scratch)
+                if feed is None and wanted is not None:
+                    _feed(first_scratch, scratch)
+            except ValueError as exc:
+                return None, f"{label}: {exc}", first_scratch, info
             extra = {"save_state": True, "save_inputs": True} if feed is None and wanted is None else {"load_state": feed is not None}
             if feed is None and wanted is not None:
-                _feed(first_scratch, scratch)
                 extra = {"load_state": True}
             # The original runs each case twice eagerly: its own nondeterminism is the baseline.
             extra["repeat"] = feed is None
@@ -109,7 +112,10 @@ class _ArmRunner:
             info = info or payload
             for case in payload.get("cases", []):
                 data.cases[case["index"]] = case
-            data.tensors.update(load_tensors(scratch / OUTPUTS))
+            try:
+                data.tensors.update(load_tensors(scratch / OUTPUTS))
+            except ValueError as exc:
+                return None, f"{label}: {exc}", first_scratch, info
             stopped = payload.get("stopped_at")
             total = payload.get("case_count", 0)
             if stopped is None or stopped + 1 >= total:
@@ -123,7 +129,10 @@ class _ArmRunner:
         for index in indices:
             for modes in modes_sets:
                 scratch = self._scratch(f"{label}-case{index}")
-                _feed(feed, scratch)
+                try:
+                    _feed(feed, scratch)
+                except ValueError as exc:
+                    return f"{label}: case {index}: {exc}"
                 # The original's repeated eager run is redone from the same fresh state.
                 result = self._job(root, scratch, f"{label}, case {index}", cases=[index], modes=modes, load_state=True,
                                    stop_on_error=False, repeat=label == "before")
@@ -133,7 +142,10 @@ class _ArmRunner:
                 for case in (result.data or {}).get("cases", []):
                     data.cases.setdefault(case["index"], case)["modes"].update(case["modes"])
                     ran |= set(case["modes"])
-                fresh = load_tensors(scratch / OUTPUTS)
+                try:
+                    fresh = load_tensors(scratch / OUTPUTS)
+                except ValueError as exc:
+                    return f"{label}: case {index}: {exc}"
                 for mode in ran:
                     prefix = f"{index}/{mode}/"
                     for key in [k for k in data.tensors if k.startswith(prefix)]:
@@ -143,10 +155,14 @@ class _ArmRunner:
 
 
 def _feed(source: Path, scratch: Path) -> None:
-    """Hand the "before" arm's weights and inputs to another worker's scratch folder."""
+    """Hand the "before" arm's weights and inputs to another worker's scratch folder; a file the
+    channel refuses (a symlink, a FIFO, too large) is ``ValueError``: that arm's error."""
     for src, dst in ((STATE_OUT, STATE_IN), (INPUTS_OUT, INPUTS_IN)):
         # Written by the worker: never followed as a symlink, read as a regular file under a cap.
-        copy_file(source, src, scratch, dst)
+        try:
+            copy_file(source, src, scratch, dst)
+        except ChannelError as exc:
+            raise ValueError(f"{src}: {exc}") from None
 
 
 def _failing(data: ArmData) -> set[int]:
@@ -269,7 +285,7 @@ def verify(config: Config, target_names: Optional[Iterable[str]] = None, *, base
     """
     targets = select_targets(config, target_names)
     results: list[TargetVerification] = []
-    with tree_at(config.root, base) as before_root, tempfile.TemporaryDirectory(prefix="graphmend-verify-") as work:
+    with tree_at(config.root, base) as before_root, work_folder("graphmend-verify-") as work:
         changed = tuple(changed_files(before_root, config.root))
         if not changed:
             _say(progress, f"verify: no source change: the working tree is identical to {base}")
@@ -315,7 +331,7 @@ def verify_fixes(config: Config, fixes: Sequence[Fix], target_names: Optional[It
     runner = runner or get_runner(config)
     verdicts: dict[int, FixVerdict] = {}
     final: list[TargetVerification] = []
-    with tempfile.TemporaryDirectory(prefix="graphmend-fixes-") as work_s:
+    with work_folder("graphmend-fixes-") as work_s:
         work = Path(work_s)
         arms = {t.name: _ArmRunner(config, t, runner, grad, work / "runs" / t.name) for t in targets}
         _say(progress, "verify: running the unfixed tree")
@@ -375,7 +391,7 @@ def verify_edits(config: Config, base_root: Path, fixes: Sequence[Fix], target_n
     targets = select_targets(config, target_names)
     runner = runner or get_runner(config)
     verdicts: dict[int, FixVerdict] = {}
-    with tempfile.TemporaryDirectory(prefix="graphmend-round-") as work_s:
+    with work_folder("graphmend-round-") as work_s:
         work = Path(work_s)
         arms = {t.name: _ArmRunner(config, t, runner, grad, work / "runs" / t.name) for t in targets}
         before = {name: _run_before(a, base_root) for name, a in arms.items()}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+
+import pytest
 from collections import OrderedDict
 
 import torch
@@ -88,3 +90,32 @@ def test_plain_values_exact_in_eager_close_in_compiled(tmp_path):
     assert compare_outcomes("c", "compiled", outcome(0.6), outcome(0.5), **common)
     assert compare_outcomes("c", "eager", outcome(1), outcome(True), **common)  # type changes count
     assert not compare_outcomes("c", "eager", outcome("<a.B>"), outcome("<a.B>"), **common)
+
+
+def test_tensor_files_and_state_hand_over_never_follow_a_worker_s_symlink(tmp_path):
+    """A worker that leaves a symlink where its tensors or state belong gets an arm error (a
+    ``ValueError``), and the parent never reads the host file behind the link."""
+    import torch
+
+    from graphmend.verify.compare import load_tensors
+    from graphmend.verify.parent import _feed
+    from graphmend.verify.worker import OUTPUTS, STATE_OUT
+
+    secret = tmp_path / "secret.pt"
+    torch.save({"leak": torch.ones(1)}, secret)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert load_tensors(scratch / OUTPUTS) == {}  # nothing saved is no tensors, not an error
+    (scratch / OUTPUTS).symlink_to(secret)
+    with pytest.raises(ValueError):
+        load_tensors(scratch / OUTPUTS)
+    (scratch / STATE_OUT).symlink_to(secret)
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(ValueError):
+        _feed(scratch, other)
+    assert not any(other.iterdir())
+    (scratch / OUTPUTS).unlink()
+    (scratch / OUTPUTS).write_bytes(b"not a tensor file")
+    with pytest.raises(ValueError, match="not a tensor file"):
+        load_tensors(scratch / OUTPUTS)
