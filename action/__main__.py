@@ -62,33 +62,12 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
     return out
 
 
-def review_for_post(s: settings_mod.Settings) -> str:
-    """The review.json that ``post`` gets: a copy with the ``comment``/``suggestions``/``safety``
-    inputs applied when they are set (post reads its settings from review.json and has no flags
-    for them). This runs in the trusted posting job; the copy is still validated by ``post``."""
-    overrides = {k: v for k, v in (("comment", s.comment), ("suggestions", s.suggestions), ("safety", s.safety))
-                 if v is not None}
-    if not overrides:
-        return s.review_file
-    try:
-        data = json.loads(Path(s.review_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return s.review_file  # post reports the unreadable file itself, naming it
-    if not isinstance(data, dict) or not isinstance(data.get("settings"), dict):
-        return s.review_file
-    data["settings"].update(overrides)
-    s.temp_dir.mkdir(parents=True, exist_ok=True)
-    copy = s.temp_dir / "graphmend-review-action.json"
-    copy.write_text(json.dumps(data), encoding="utf-8")
-    return str(copy)
-
-
 def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path) -> list[str]:
     """The ``graphmend`` command line for the settings' mode.
 
     ``pr`` reads the gate's settings and baseline from the *base* branch by config name, so the
-    name goes through unchanged when no input overrides the file; ``post`` reads everything from
-    review.json and the event (only ``fail-on`` applies); ``scan`` writes SARIF and opens or
+    name goes through unchanged when no input overrides the file; ``post`` reads the base branch's
+    settings through the API; ``fail-on``, ``comment``, ``suggestions`` and ``safety`` are passed as flags; ``scan`` writes SARIF and opens or
     updates the fix pull request, unless ``suggestions`` is ``false`` (then it proposes no fixes).
     """
     # -I keeps the workspace off sys.path: a folder named graphmend/ there must not replace ours.
@@ -101,8 +80,12 @@ def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path
         cmd += ["--allow-unsandboxed"] if s.allow_unsandboxed else []
         return cmd + (["--bench"] if s.benchmark else [])
     if s.mode == "post":
-        cmd = gm + ["post", review_for_post(s), "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
+        cmd = gm + ["post", s.review_file, "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
         cmd += ["--fail-on", s.fail_on] if s.fail_on else []
+        # The trusted inputs go on the command line: post lets review.json only make them quieter.
+        cmd += ["--comment", s.comment] if s.comment else []
+        cmd += ["--suggestions", "true" if s.suggestions else "false"] if s.suggestions is not None else []
+        cmd += ["--safety", s.safety] if s.safety else []
         return cmd + (["--api-url", s.api_url] if s.api_url else [])
     cmd = gm + ["scan", *common, "--format", "json", "--sarif", s.sarif_file, "--summary", str(summary)]
     cmd += ["--bench"] if s.benchmark else []

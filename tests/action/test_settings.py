@@ -150,19 +150,19 @@ def test_the_token_reaches_post_but_never_pr(tmp_path, monkeypatch):
     assert entry.child_env(post)["GITHUB_TOKEN"] == "input-token"
 
 
-def test_post_gets_a_copy_of_review_json_with_comment_and_suggestions_applied(tmp_path):
-    review = {"version": 1, "base_sha": "b" * 40, "head_sha": "h" * 40,
-              "settings": {"safety": "safe", "suggestions": True, "comment": "on-change", "fail_on": "new-breaks"}}
+def test_post_gets_the_trusted_inputs_as_flags_and_the_artifact_untouched(tmp_path):
+    """comment/suggestions/safety reach post as flags (post lets review.json only make them quieter)."""
+    review = {"version": 1, "settings": {"safety": "safe", "suggestions": True, "comment": "on-change"}}
     (tmp_path / "review.json").write_text(json.dumps(review))
-    plain = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t"))
-    assert entry.review_for_post(plain) == str(tmp_path / "review.json")  # nothing to apply: the original
+    summary = tmp_path / "summary.md"
+    plain = entry.verb_command(settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t")), None, summary)
+    assert not {"--comment", "--suggestions", "--safety"} & set(plain)
     s = settings.load(env_for(tmp_path, "workflow_run", {}, github_token="t", comment="never", suggestions="false",
                               safety="unsafe"))
-    copy = json.loads(Path(entry.review_for_post(s)).read_text())
-    assert copy["settings"] == {**review["settings"], "comment": "never", "suggestions": False, "safety": "unsafe"}
+    cmd = entry.verb_command(s, None, summary)
+    assert cmd[4:6] == ["post", s.review_file]
+    assert [cmd[cmd.index(f) + 1] for f in ("--comment", "--suggestions", "--safety")] == ["never", "false", "unsafe"]
     assert json.loads((tmp_path / "review.json").read_text()) == review  # the artifact is untouched
-    (tmp_path / "review.json").write_text("not json")
-    assert entry.review_for_post(s) == str(tmp_path / "review.json")  # post names the broken file itself
 
 
 def test_pr_merges_only_where_the_code_runs(tmp_path):
