@@ -154,7 +154,7 @@ def _aggregate(runs: list[dict[str, Any]]) -> ArmTiming:
 METRICS = ("cold start", "steady state", "eager")
 
 
-def _point(size: Optional[int], b: ArmTiming, a: ArmTiming, min_effect: float) -> BenchPoint:
+def _point(size: Optional[int], b: ArmTiming, a: ArmTiming, min_effect: float, setting: str = "") -> BenchPoint:
     """Ratios with intervals and verdicts from the two arms' per-process figures."""
     cold = compare(b.cold_start_runs, a.cold_start_runs, min_effect=min_effect)
     steady = compare(b.steady_runs, a.steady_runs, min_effect=min_effect)
@@ -171,11 +171,11 @@ def _point(size: Optional[int], b: ArmTiming, a: ArmTiming, min_effect: float) -
         eager_ratio=eager.ratio if eager else None, eager_ci=eager.ci if eager else None,
         eager_verdict=eager.verdict if eager else None,
         eager_speedup_after=_ratio(a.eager_steady_s, a.steady_s),
-        noise=_noise(dict(zip(METRICS, (cold, steady, eager))), b.runs, min_effect),
+        noise=_noise(dict(zip(METRICS, (cold, steady, eager))), b.runs, min_effect, setting),
     )
 
 
-def _noise(comparisons: dict[str, Optional[Comparison]], rounds: int, min_effect: float) -> Optional[str]:
+def _noise(comparisons: dict[str, Optional[Comparison]], rounds: int, min_effect: float, setting: str = "") -> Optional[str]:
     """One line when a figure cannot be decided, saying what to change; ``None`` otherwise."""
     if rounds < MIN_ROUNDS:
         return (f"{rounds} round{'s' if rounds != 1 else ''} per arm cannot give a {CONFIDENCE:.0%} interval: "
@@ -187,7 +187,8 @@ def _noise(comparisons: dict[str, Optional[Comparison]], rounds: int, min_effect
     spread = f"; run-to-run spread up to {max(spreads):.0%}" if spreads else ""
     which = ", ".join(f"{name} {c.ci[0]:.2f}–{c.ci[1]:.2f}×" for name, c in wide.items() if c.ci)
     return (f"too noisy to decide: {which} could be {min_effect:.0%} faster or slower{spread}. "
-            f"Use more --rounds, fewer --threads than the machine's cores, and stop other work on the machine")
+            f"Use more --rounds, fewer --threads than the machine's cores, and stop other work on the machine"
+            + (f" ({setting})" if setting else ""))
 
 
 def _bench_target(config: Config, target: TargetConfig, before_root: Path, after_root: Path, runner: Runner, work: Path,
@@ -203,7 +204,10 @@ def _bench_target(config: Config, target: TargetConfig, before_root: Path, after
                 for label, root in (("before", before_root), ("after", after_root)):
                     runs[label].append(measure.run(root, label, size, eager, f"round {n + 1}/{rounds}"))
             env = runs["after"][0].get("environment") or env
-            points.append(_point(size, _aggregate(runs["before"]), _aggregate(runs["after"]), min_effect))
+            load = load_average()
+            setting = (f"now {rounds} rounds, {threads} threads, {default_threads()} CPUs available"
+                       + ("" if load is None else f", load average {load:g}"))
+            points.append(_point(size, _aggregate(runs["before"]), _aggregate(runs["after"]), min_effect, setting))
     except _ArmFailed as exc:
         return TargetBench(name=target.name, points=tuple(points), error=str(exc), environment=_env(env, target))
     return TargetBench(name=target.name, points=tuple(points), environment=_env(env, target))
