@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", default="HEAD", metavar="REV", help='the "before" tree (default: HEAD)')
     parser.add_argument("--rounds", type=_positive, default=DEFAULT_ROUNDS,
                         help=f"fresh-process runs per arm, interleaved A B A B (default: {DEFAULT_ROUNDS}; "
-                             f"{MIN_ROUNDS} or more give a {CONFIDENCE:.0%} interval; more narrow it)")
+                             f"{MIN_ROUNDS} or more give a {CONFIDENCE * 100:.0f}%% interval; more narrow it)")
     parser.add_argument("--min-effect", type=_percent, default=MIN_EFFECT * 100, metavar="PCT",
                         help=f"smallest change called faster or slower, in percent (default: {MIN_EFFECT * 100:g})")
     parser.add_argument("--aa", action="store_true",

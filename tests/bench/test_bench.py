@@ -93,3 +93,18 @@ def test_a_comment_is_a_source_change(make_repo, tmp_path):
         (root / "pkg/__pycache__").mkdir(exist_ok=True)
         (root / "pkg/__pycache__/model.cpython-311.pyc").write_bytes(b"written by running the tree")
         assert not source_differs(before, root)
+
+
+def test_bench_help_names_rounds_min_effect_and_aa(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--help"])
+    assert exit_.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "4 or more give a 95% interval" in out and "--min-effect PCT" in out and "A/A check" in out
+
+
+def test_min_effect_out_of_range_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--min-effect", "150"])
+    assert exit_.value.code == 2
+    assert "must be at least 0 and below 100" in capsys.readouterr().err
