@@ -68,6 +68,7 @@ def _write(out: Path, name: str, text: str) -> None:
 def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say = print,
              progress: Optional[Say] = None) -> DemoResult:
     from graphmend.bench import bench as run_bench
+    from graphmend.bench.stats import MIN_ROUNDS
     from graphmend.check import check
     from graphmend.fix import apply_fixes
     from graphmend.report import render_check
@@ -129,7 +130,10 @@ def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say
         bench_config, names, note_line = bench_plan(config, fixed)
         say(f"bench   {note_line}")
         if names:
-            bench_report = run_bench(bench_config.replace_section("bench", warmup=2, repeat=10), names, base="HEAD", progress=note)
+            # The fewest rounds that give a 95% interval (its ends are then the extreme pairwise
+            # ratios: a verdict other than no-change needs every pairing to agree), to keep the demo short.
+            bench_report = run_bench(bench_config.replace_section("bench", warmup=2, repeat=10), names, base="HEAD",
+                                     progress=note, rounds=MIN_ROUNDS)
             _write(out, "bench.json", json.dumps(to_dict(bench_report), indent=2, sort_keys=True))
             _write(out, "bench.md", render_bench_markdown(bench_report))
             say(render_bench_text(bench_report).rstrip() + f"  [{time.monotonic() - started:.0f} s]")

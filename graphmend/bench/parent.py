@@ -219,7 +219,6 @@ def _env(env: dict[str, Any], target: TargetConfig) -> Environment:
                        mode=env.get("mode", target.mode), python_version=env.get("python_version", ""))
 
 
-
 def bench(config: Config, target_names: Optional[Iterable[str]] = None, *, base: str = "HEAD", runner: Optional[Runner] = None,
           progress: Progress = None, rounds: int = DEFAULT_ROUNDS, threads: Optional[int] = None, eager: bool = True,
           min_effect: float = MIN_EFFECT, aa: bool = False) -> BenchReport:
