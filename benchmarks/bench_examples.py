@@ -14,8 +14,8 @@ Both print the bench text (torch version, device, dtype, backend per target), th
 load average before and after, and a check of every verdict against its interval; the bench
 JSON goes to ``--out``.
 
-    python benchmarks/bench_examples.py --aa [--rounds 5] [--target NAME ...] [--out DIR]
-    python benchmarks/bench_examples.py --fixes --backend inductor [--rounds 5] [--target NAME ...]
+    python benchmarks/bench_examples.py --aa [--rounds N] [--target NAME ...] [--out DIR]
+    python benchmarks/bench_examples.py --fixes --backend inductor [--rounds N] [--target NAME ...]
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def main() -> int:
     mode.add_argument("--aa", action="store_true", help="HEAD vs the same tree plus one comment")
     mode.add_argument("--fixes", action="store_true", help="HEAD vs the tree after graphmend fix")
     parser.add_argument("--backend", help="set every target's backend (default: as configured)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=None, help="default: bench's own")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--target", action="append", default=[])
     parser.add_argument("--out", default=None, help="folder for bench.json and bench.txt (default: a temp dir)")
@@ -90,8 +90,9 @@ def main() -> int:
         model.write_text(model.read_text() + "# a comment: nothing a target runs has changed\n")
     else:
         subprocess.run([*GRAPHMEND, "fix", "-C", str(repo)], check=False)
-    cmd = [*GRAPHMEND, "bench", "-C", str(repo), "--format", "json", "--rounds", str(args.rounds),
-           "--markdown", str(out / "bench.md")]
+    cmd = [*GRAPHMEND, "bench", "-C", str(repo), "--format", "json", "--markdown", str(out / "bench.md")]
+    if args.rounds:
+        cmd += ["--rounds", str(args.rounds)]
     cmd += [x for name in args.target for x in ("--target", name)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]

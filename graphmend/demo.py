@@ -126,11 +126,11 @@ def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say
     # 4. bench: what the fixes buy, as before/after ratios with intervals, measured in one run.
     bench_report = None
     if bench:
-        started = stage("bench: fresh processes per arm, interleaved; cold start and steady state with 95% intervals")
+        started = stage("bench: fresh processes per arm, interleaved; cold start and steady state with their intervals")
         bench_config, names, note_line = bench_plan(config, fixed)
         say(f"bench   {note_line}")
         if names:
-            # The fewest rounds that give a 95% interval (its ends are then the extreme pairwise
+            # The fewest rounds that give an interval (its ends are then the extreme pairwise
             # ratios: a verdict other than no-change needs every pairing to agree), to keep the demo short.
             bench_report = run_bench(bench_config.replace_section("bench", warmup=2, repeat=10), names, base="HEAD",
                                      progress=note, rounds=MIN_ROUNDS)

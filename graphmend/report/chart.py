@@ -44,7 +44,8 @@ def write_chart(path: Path | str, verify_report: Optional[VerifyReport] = None, 
         if cold:
             panels.append(("cold start (first call, with compilation)", cold, "seconds"))
             panels.append(("steady state (median call)", steady, "milliseconds"))
-            panels.append(("speedup (before ÷ after), 95% interval", [(t.name, t.points[0]) for t in bench_report.targets if t.points], "ratio"))
+            panels.append((f"speedup (before ÷ after), {bench_report.confidence:.0%} interval",
+                           [(t.name, t.points[0]) for t in bench_report.targets if t.points], "ratio"))
     if not panels:
         raise ValueError("nothing to chart: no counts in the verify report and no points in the bench report")
 

@@ -44,7 +44,7 @@ def test_bench_cli_prints_before_after_ratios_and_writes_markdown_and_chart(make
     assert point["eager_ratio"] == pytest.approx(point["before"]["eager_steady_s"] / point["after"]["eager_steady_s"])
     for metric in ("cold_start", "steady", "throughput", "eager"):
         assert point[f"{metric}_ci"] is None and point[f"{metric}_verdict"] == "no-change"
-    assert "use --rounds 4 or more" in point["noise"]
+    assert "use --rounds 5 or more" in point["noise"]
     assert data["source_changed"] is True and data["load_average"] is not None
     assert point["before"]["steady_runs"] == [point["before"]["steady_s"]]
     assert "cold start" in out.err or "bench" in out.err  # progress on stderr
@@ -100,7 +100,7 @@ def test_bench_help_names_rounds_min_effect_and_aa(capsys):
         main(["bench", "--help"])
     assert exit_.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "4 or more give a 95% interval" in out and "--min-effect PCT" in out and "A/A check" in out
+    assert "5 or more give a 99% interval" in out and "--min-effect PCT" in out and "A/A check" in out
 
 
 def test_min_effect_out_of_range_is_a_usage_error(capsys):

@@ -10,14 +10,19 @@ import pytest
 from graphmend.bench.stats import MIN_ROUNDS, compare, ratio_interval, relative_spread, verdict
 
 
-def test_exact_null_distribution_needs_four_processes_per_arm_for_95_percent():
-    # With n = m = 3 the most extreme ordering has probability 2/20 = 0.1 (two-sided): no 95% interval.
-    assert MIN_ROUNDS == 4
-    assert ratio_interval([1.0, 1.1, 1.2], [1.0, 1.1, 1.2])[1] is None
-    # With 4 per arm the interval spans every pairwise ratio (P(U = 0) = 1/70 per tail).
+def test_exact_null_distribution_sets_how_many_processes_an_interval_needs():
+    # 99% (the default): with n = m = 4 the most extreme ordering has probability 2/70 (two-sided).
+    assert MIN_ROUNDS == 5
     before, after = [2.0, 2.2, 2.4, 2.6], [1.0, 1.1, 1.2, 1.3]
-    _, ci = ratio_interval(before, after)
-    assert ci == pytest.approx((2.0 / 1.3, 2.6 / 1.0))
+    assert ratio_interval(before, after)[1] is None
+    # At 95%, 4 per arm suffice and the interval spans every pairwise ratio (P(U = 0) = 1/70 per tail);
+    # with 3 per arm even 95% is out of reach (2/20 = 0.1).
+    assert ratio_interval(before, after, confidence=0.95)[1] == pytest.approx((2.0 / 1.3, 2.6 / 1.0))
+    assert ratio_interval([1.0, 1.1, 1.2], [1.0, 1.1, 1.2], confidence=0.95)[1] is None
+    # 6 per arm at 99%: P(U <= 2) = 4/924 per tail, so the 3rd smallest and 3rd largest of 36 ratios.
+    six_before, six_after = [2.0 + i / 10 for i in range(6)], [1.0 + i / 10 for i in range(6)]
+    shifts = sorted(b / a for b in six_before for a in six_after)
+    assert ratio_interval(six_before, six_after)[1] == pytest.approx((shifts[2], shifts[-3]))
 
 
 def test_one_value_per_arm_is_the_plain_ratio():
@@ -52,27 +57,28 @@ def test_verdict_follows_the_interval():
     assert verdict(1.3, None) == "no-change"
 
 
-def test_interval_covers_the_true_ratio_on_synthetic_data():
-    # Log-normal times, after = before / 1.25, 5 processes per arm: the 95% interval must
-    # cover 1.25 in about 95% of repetitions (it is exact for a pure shift of the logs).
+@pytest.mark.parametrize("confidence,n,least,most", [(0.95, 5, 0.93, 0.995), (0.99, 6, 0.975, 1.0)])
+def test_interval_covers_the_true_ratio_on_synthetic_data(confidence, n, least, most):
+    # Log-normal times, after = before / 1.25: the interval must cover 1.25 in about
+    # ``confidence`` of repetitions (it is exact for a pure shift of the logs).
     rng = random.Random(7)
     true_ratio, trials, covered = 1.25, 400, 0
     for _ in range(trials):
-        before = [math.exp(rng.gauss(0.0, 0.1)) for _ in range(5)]
-        after = [math.exp(rng.gauss(0.0, 0.1)) / true_ratio for _ in range(5)]
-        ratio, (low, high) = ratio_interval(before, after)
+        before = [math.exp(rng.gauss(0.0, 0.1)) for _ in range(n)]
+        after = [math.exp(rng.gauss(0.0, 0.1)) / true_ratio for _ in range(n)]
+        ratio, (low, high) = ratio_interval(before, after, confidence=confidence)
         assert low <= ratio <= high
         covered += low <= true_ratio <= high
-    assert 0.93 <= covered / trials <= 0.995, covered
+    assert least <= covered / trials <= most, covered
 
 
 def test_identical_distributions_are_rarely_called_a_change():
     # The A/A check: same distribution in both arms; a verdict other than no-change should be
-    # rarer than the 5% the interval allows (the 5% minimum effect makes it rarer still).
+    # rarer than the 1% the interval allows (the 5% minimum effect makes it rarer still).
     rng = random.Random(3)
-    calls = [compare([rng.lognormvariate(0, 0.05) for _ in range(5)], [rng.lognormvariate(0, 0.05) for _ in range(5)]).verdict
+    calls = [compare([rng.lognormvariate(0, 0.05) for _ in range(6)], [rng.lognormvariate(0, 0.05) for _ in range(6)]).verdict
              for _ in range(300)]
-    assert calls.count("no-change") / len(calls) >= 0.97
+    assert calls.count("no-change") / len(calls) >= 0.99
 
 
 def test_noisy_arms_are_undecided_and_quiet_ones_are_not():
