@@ -42,6 +42,10 @@ def default_threads() -> int:
     configured = os.environ.get("OMP_NUM_THREADS", "")
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
+    return available_cpus()
+
+
+def available_cpus() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
@@ -205,7 +209,7 @@ def _bench_target(config: Config, target: TargetConfig, before_root: Path, after
                     runs[label].append(measure.run(root, label, size, eager, f"round {n + 1}/{rounds}"))
             env = runs["after"][0].get("environment") or env
             load = load_average()
-            setting = (f"now {rounds} rounds, {threads} threads, {default_threads()} CPUs available"
+            setting = (f"now {rounds} rounds, {threads} threads, {available_cpus()} CPUs available"
                        + ("" if load is None else f", load average {load:g}"))
             points.append(_point(size, _aggregate(runs["before"]), _aggregate(runs["after"]), min_effect, setting))
     except _ArmFailed as exc:
@@ -233,7 +237,7 @@ def bench(config: Config, target_names: Optional[Iterable[str]] = None, *, base:
     threads = threads or default_threads()
     results = []
     settings = dict(base=base, warmup=config.bench.warmup, repeat=config.bench.repeat, rounds=rounds, threads=threads,
-                    confidence=CONFIDENCE, min_effect=min_effect)
+                    confidence=CONFIDENCE, min_effect=min_effect, cpus=available_cpus())
     with tree_at(config.root, base) as before_root:
         changed = source_differs(before_root, config.root)
         if not changed and not aa:

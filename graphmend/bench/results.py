@@ -81,6 +81,12 @@ class BenchReport:
     source_changed: Optional[bool] = None  # False: the trees' source files are identical
     load_average: Optional[float] = None  # one-minute load average when the measurement started
     load_average_after: Optional[float] = None
+    cpus: Optional[int] = None  # CPUs this process may use
+
+    @property
+    def busy(self) -> bool:
+        """Other work had every CPU busy when measuring started."""
+        return self.load_average is not None and self.cpus is not None and self.load_average >= self.cpus
 
     @property
     def measured(self) -> bool:

@@ -135,6 +135,16 @@ def _bench_header(report: BenchReport) -> str:
             f"ratios over the rounds with {report.confidence:.0%} intervals, changes under {report.min_effect:.0%} are no-change")
 
 
+def _busy(report: BenchReport) -> str:
+    """A warning when other work had every CPU busy: a worker thread waiting for a CPU stalls
+    its siblings at each parallel region, and a call can take a hundred times longer."""
+    if not report.busy:
+        return ""
+    threads = " and use --threads 1 (threads wait on each other when CPUs are taken)" if report.threads > 1 else ""
+    return (f"the machine is busy (load average {report.load_average:g} on {report.cpus} CPUs): timings will be noisy; "
+            f"stop other work{threads}")
+
+
 def _same_source(report: BenchReport) -> str:
     return f"no source change between `{report.base}` and the working tree"
 
@@ -155,6 +165,8 @@ def render_bench_text(report: BenchReport) -> str:
         return (f"bench: {_same_source(report).replace('`', '')}: nothing measured "
                 "(--aa measures anyway, as an A/A check of this machine's noise)\n")
     lines = [f"bench: before = {report.base}, after = the working tree ({_bench_header(report)})"]
+    if report.busy:
+        lines.append(f"  ! {_busy(report)}")
     if report.source_changed is False:
         lines.append(f"  A/A check: {_same_source(report).replace('`', '')}; every verdict should be no-change")
     for t in report.targets:
@@ -195,6 +207,8 @@ def render_bench_markdown(report: BenchReport) -> str:
            ""]
     if report.source_changed is False:
         out += [f"A/A check: {_same_source(report)}; every verdict should be no-change.", ""]
+    if report.busy:
+        out += [f"⚠️ {_cell(_busy(report)).capitalize()}.", ""]
     out += ["| target | batch | graphs | cold start | × | steady state | × | throughput × | eager | syncs/call |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
