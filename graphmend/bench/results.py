@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from graphmend.bench.stats import CONFIDENCE, DEFAULT_ROUNDS, MIN_EFFECT
 from graphmend.model import SCHEMA_VERSION, Environment
 
 
@@ -73,11 +74,11 @@ class BenchReport:
     targets: tuple[TargetBench, ...] = ()
     warmup: int = 3
     repeat: int = 20
-    rounds: int = 5
+    rounds: int = DEFAULT_ROUNDS
     threads: int = 1
     version: int = SCHEMA_VERSION
-    confidence: float = 0.95
-    min_effect: float = 0.05  # a ratio within 1 ± this is no-change, however narrow its interval
+    confidence: float = CONFIDENCE
+    min_effect: float = MIN_EFFECT  # a ratio within 1 ± this is no-change, however narrow its interval
     source_changed: Optional[bool] = None  # False: the trees' source files are identical
     load_average: Optional[float] = None  # one-minute load average when the measurement started
     load_average_after: Optional[float] = None
