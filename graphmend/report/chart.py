@@ -87,6 +87,12 @@ def _ratio_panel(ax: Any, name: str, rows: list[tuple[str, BenchPoint]]) -> None
             err = [[ratio - ci[0]], [ci[1] - ratio]] if ci else None
             ax.errorbar([i + offset], [ratio], yerr=err, fmt=marker, color=colour, capsize=3, markersize=5,
                         markerfacecolor=colour if label == "steady state" else "white")
+    # Ratios on a log axis (2× faster and 2× slower equally far from 1), limited to 0.1×–10×:
+    # a noisy interval of 0.01–800× would otherwise flatten every other point onto the line.
+    ax.set_yscale("log")
+    ax.set_ylim(0.1, 10.0)
+    ax.set_yticks([0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0])
+    ax.set_yticklabels(["0.1", "0.25", "0.5", "1", "2", "4", "10"], fontsize=7)
     ax.set_xticks(list(range(len(rows))))
     ax.set_xticklabels([r[0] for r in rows], rotation=20, ha="right", fontsize=8)
     ax.set_title(name + "\n(hollow: cold start, filled: steady; ● faster ▼ slower ■ no change)", fontsize=8)
