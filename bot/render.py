@@ -78,6 +78,20 @@ def _num(value: Optional[float], unit: str = "", fmt: str = "{:.2f}") -> str:
     return fmt.format(value) + unit
 
 
+def _speedup(ratio: Optional[float], ci: Optional[tuple[float, float]], verdict: Optional[str]) -> str:
+    """``1.50× [1.31–1.72] faster``; a ratio without a verdict is shown bare, never called faster."""
+    if ratio is None:
+        return "—"
+    interval = f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else ""
+    word = f" {escape(verdict, 20)}" if verdict else ""
+    return f"{ratio:.2f}×{interval}{word}"
+
+
+def is_faster(b: Optional[Benchmark]) -> bool:
+    """A speed claim needs bench's verdict: an interval above 1 and a change worth naming."""
+    return b is not None and b.verdict == "faster"
+
+
 def _err(value: Optional[float]) -> str:
     return "—" if value is None else f"{value:.1e}"
 
@@ -105,7 +119,7 @@ def verification_block(fix: FixProposal) -> str:
     if b is not None:
         rows.append(("cold start", f"{_num(b.cold_start_before_s, ' s')} → {_num(b.cold_start_after_s, ' s')}"))
         rows.append(("steady state", f"{_num(b.steady_before_ms, ' ms')} → {_num(b.steady_after_ms, ' ms')}"))
-        rows.append(("speedup", _num(b.speedup, "×")))
+        rows.append(("speedup (steady state)", _speedup(b.speedup, b.speedup_ci, b.verdict)))
     table = "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v_} |" for k, v_ in rows)
     icon = {"passed": "✅", "failed": "❌"}.get(status, "⚪")
     return _details(f"{icon} Verification: {escape(status)}", table)
@@ -192,7 +206,7 @@ def finding_item(p: Placement) -> str:
 
 
 def counts_line(review: Review, verdict: Verdict) -> str:
-    faster = sum(1 for t in review.targets if t.benchmark and t.benchmark.speedup and t.benchmark.speedup > 1.05)
+    faster = sum(1 for t in review.targets if is_faster(t.benchmark))
     return f"❌ {verdict.new} new · ✅ {verdict.fixed} fixed · ⚡ {faster} faster"
 
 
@@ -265,7 +279,8 @@ def _target_table(name: str, base: Optional[int], head: Optional[int], t: Option
         ("graph breaks (base → head)", f"{_num(base, fmt='{}')} → {_num(head, fmt='{}')}"),
         ("cold start (before → after fixes)", f"{_num(b.cold_start_before_s, ' s')} → {_num(b.cold_start_after_s, ' s')}"),
         ("steady state (before → after fixes)", f"{_num(b.steady_before_ms, ' ms')} → {_num(b.steady_after_ms, ' ms')}"),
-        ("speedup", _num(b.speedup, "×")),
+        ("cold start speedup", _speedup(b.cold_start_speedup, b.cold_start_ci, b.cold_start_verdict)),
+        ("steady state speedup", _speedup(b.speedup, b.speedup_ci, b.verdict)),
         ("max error", _err(b.max_error)),
     ]
     table = "| metric | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)

@@ -53,8 +53,15 @@ class Benchmark:
     cold_start_after_s: Optional[float] = None
     steady_before_ms: Optional[float] = None
     steady_after_ms: Optional[float] = None
-    speedup: Optional[float] = None
+    speedup: Optional[float] = None  # steady state, before / after
     max_error: Optional[float] = None
+    # The interval of ``speedup`` and what it means (bench's verdict: faster / slower / no-change);
+    # only a ``faster`` verdict is called faster.
+    speedup_ci: Optional[tuple[float, float]] = None
+    verdict: Optional[str] = None
+    cold_start_speedup: Optional[float] = None
+    cold_start_ci: Optional[tuple[float, float]] = None
+    cold_start_verdict: Optional[str] = None
 
 
 @dataclass(frozen=True)

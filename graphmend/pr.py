@@ -456,7 +456,9 @@ def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, 
             continue
         p = t.points[0]
         out[t.name] = rv.Benchmark(p.before.cold_start_s, p.after.cold_start_s, p.before.steady_s * 1000.0,
-                                   p.after.steady_s * 1000.0, p.steady_ratio, max_error)
+                                   p.after.steady_s * 1000.0, p.steady_ratio, max_error, speedup_ci=p.steady_ci,
+                                   verdict=p.steady_verdict, cold_start_speedup=p.cold_start_ratio,
+                                   cold_start_ci=p.cold_start_ci, cold_start_verdict=p.cold_start_verdict)
     return out, rv.Stage("bench", True, "")
 
 

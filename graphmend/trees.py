@@ -95,27 +95,49 @@ def tree_at(root: Path | str, rev: str, refused: list[tuple[str, str]] | None = 
 _SKIP = {".git", "__pycache__", ".venv", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 
 
-def copy_tree(root: Path | str, dest: Path) -> Path:
-    """A copy of the working tree at ``root`` (uncommitted changes included) into ``dest``.
+def source_files(root: Path | str) -> list[str]:
+    """The files that make up the tree at ``root``, relative to it, sorted.
 
-    In a git repository the copy holds what git would see (tracked files and untracked ones
-    that are not ignored), which skips virtual environments and build output.
-    """
+    In a git repository: what git would see (tracked files and untracked ones that are not
+    ignored, deleted ones left out), which skips virtual environments and build output;
+    elsewhere every file; never byte code, caches or virtual environments."""
     root = Path(root).resolve()
-    files: list[str] | None
     try:  # paths come back relative to ``root``, also when it is a folder inside the repository
         out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-        files = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
-    except TreeError:  # not a git repository
-        files = None
+        listed = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
+    except TreeError:  # not a git repository (the tree ``git archive`` wrote)
+        listed = [path.relative_to(root).as_posix() for path in root.rglob("*")]
+    # Byte code is written by running the tree (a worker importing it), not part of its source.
+    return sorted(f for f in set(listed)
+                  if not _SKIP.intersection(f.split("/")) and not f.endswith((".pyc", ".pyo"))
+                  and ((root / f).is_symlink() or (root / f).is_file()))
+
+
+def source_differs(before: Path | str, after: Path | str) -> bool:
+    """Whether two trees differ in any source file: a name, a byte, a link target.
+
+    Links are compared as links (never followed)."""
+    before, after = Path(before), Path(after)
+    names = source_files(before)
+    if names != source_files(after):
+        return True
+    for rel in names:
+        a, b = before / rel, after / rel
+        if a.is_symlink() or b.is_symlink():
+            if not (a.is_symlink() and b.is_symlink() and a.readlink() == b.readlink()):
+                return True
+        elif a.stat().st_size != b.stat().st_size or a.read_bytes() != b.read_bytes():
+            return True
+    return False
+
+
+def copy_tree(root: Path | str, dest: Path) -> Path:
+    """A copy of the working tree at ``root`` (uncommitted changes included) into ``dest``:
+    the files ``source_files`` lists."""
+    root = Path(root).resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    if files is None:
-        shutil.copytree(root, dest, dirs_exist_ok=True, symlinks=True, ignore=lambda d, names: [n for n in names if n in _SKIP])
-        return dest
-    for rel in files:
+    for rel in source_files(root):
         src = root / rel
-        if not src.exists() and not src.is_symlink():
-            continue  # deleted in the working tree but still in the index
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.is_symlink():

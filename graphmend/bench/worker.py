@@ -46,9 +46,24 @@ def count_cuda_syncs(fn: Any, args: tuple, kwargs: dict) -> int:
     return sum(1 for event in prof.events() if event.name in SYNC_EVENTS)
 
 
+def _time_calls(fn: Any, args: tuple, kwargs: dict, device: str, warmup: int, repeat: int) -> list[float]:
+    """Wall time of each of ``repeat`` calls after ``warmup`` untimed ones, each synchronised."""
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    _sync(device)
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        _sync(device)
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
 def bench_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """``payload``: ``target`` (a TargetConfig as a dict), ``compile`` (bool), ``warmup``,
-    ``repeat``, ``batch_size`` (or null), ``threads``."""
+    ``repeat``, ``batch_size`` (or null), ``threads``, ``eager`` (bool: also time the
+    uncompiled call after the compiled ones)."""
     # Before torch is imported: inductor reads its cache location from the environment.
     cache = scratch / "inductor-cache"
     cache.mkdir(exist_ok=True)
@@ -82,22 +97,20 @@ def bench_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     # Inference in eval mode, as it would be served; train mode keeps autograd on.
     grad_context = torch.no_grad() if target.get("mode", "eval") == "eval" else torch.enable_grad()
     warmup, repeat = int(payload.get("warmup", 3)), int(payload.get("repeat", 20))
+    eager_steady = None
     with grad_context:
         _sync(device)
         started = time.perf_counter()
         fn(*args, **kwargs)
         _sync(device)
         cold = time.perf_counter() - started
-        for _ in range(warmup):
-            fn(*args, **kwargs)
-        _sync(device)
-        samples = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fn(*args, **kwargs)
-            _sync(device)
-            samples.append(time.perf_counter() - t0)
+        samples = _time_calls(fn, args, kwargs, device, warmup, repeat)
         syncs = count_cuda_syncs(fn, args, kwargs) if device == "cuda" else None
+        if payload.get("compile", True) and payload.get("eager", False):
+            # The same tree uncompiled, in the same process after the compiled calls: one
+            # process per arm and round gives all three figures, and eager steady state does
+            # not depend on what ran before it once warmed up.
+            eager_steady = statistics.median(_time_calls(loaded.fn, args, kwargs, device, warmup, repeat))
     steady = statistics.median(samples)
     items = batch_size if batch_size else 1
     return {
@@ -108,6 +121,7 @@ def bench_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "samples": len(samples),
         "batch_size": batch_size,
         "throughput": items / steady if steady > 0 else None,
+        "eager_steady_s": eager_steady,
         "graph_count": graphs,
         "cuda_syncs_per_call": syncs,
         "threads": threads,

@@ -11,7 +11,7 @@ from typing import Optional
 from graphmend.bench.results import BenchReport
 from graphmend.verify.results import TargetVerification, VerifyReport
 
-__all__ = ["render_verify_text", "render_verify_markdown", "render_bench_text", "render_bench_markdown"]
+__all__ = ["render_verify_text", "render_verify_markdown", "render_bench_text", "render_bench_markdown", "bench_overall"]
 
 
 def _count(before: Optional[int], after: Optional[int]) -> str:
@@ -134,9 +134,62 @@ def render_verify_markdown(report: VerifyReport) -> str:
 # bench
 
 
+def _interval(ci: Optional[tuple[float, float]]) -> str:
+    return "no interval" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
+
+
+def _judged(ratio: Optional[float], ci: Optional[tuple[float, float]], verdict: Optional[str], bold: bool = False) -> str:
+    """``1.40× [1.31–1.52] faster``: the estimate, its interval and what it means."""
+    if ratio is None:
+        return "–"
+    word = verdict or "no-change"
+    if bold and word != "no-change":
+        word = f"**{word}**"
+    return f"{ratio:.2f}× [{_interval(ci)}] {word}"
+
+
+def _bench_header(report: BenchReport) -> str:
+    load = "" if report.load_average is None else f", load average {report.load_average:g}"
+    if report.load_average is not None and report.load_average_after is not None:
+        load += f" → {report.load_average_after:g}"
+    return (f"{_rounds(report.rounds)}, warmup {report.warmup}, median of {report.repeat}, {report.threads} threads{load}; "
+            f"ratios over the rounds with {report.confidence:.0%} intervals, changes under {report.min_effect:.0%} are no-change")
+
+
+def _busy(report: BenchReport) -> str:
+    """A warning when other work had every CPU busy: a worker thread waiting for a CPU stalls
+    its siblings at each parallel region, and a call can take a hundred times longer."""
+    if not report.busy:
+        return ""
+    threads = " and use --threads 1 (threads wait on each other when CPUs are taken)" if report.threads > 1 else ""
+    return (f"the machine is busy (load average {report.load_average:g} on {report.cpus} CPUs): timings will be noisy; "
+            f"stop other work{threads}")
+
+
+def _same_source(report: BenchReport) -> str:
+    return f"no source change between `{report.base}` and the working tree"
+
+
+def bench_overall(report: BenchReport) -> str:
+    """One line of verdict counts over every target's first batch size, e.g.
+    ``steady state: 2 faster, 0 slower, 3 no-change``."""
+    firsts = [t.points[0] for t in report.targets if t.points]
+    parts = []
+    for label, attr in (("cold start", "cold_start_verdict"), ("steady state", "steady_verdict")):
+        verdicts = [getattr(p, attr) for p in firsts]
+        parts.append(f"{label}: " + ", ".join(f"{verdicts.count(v)} {v}" for v in ("faster", "slower", "no-change")))
+    return "; ".join(parts)
+
+
 def render_bench_text(report: BenchReport) -> str:
-    lines = [f"bench: before = {report.base}, after = the working tree "
-             f"({_rounds(report.rounds)}, warmup {report.warmup}, median of {report.repeat}, {report.threads} threads)"]
+    if not report.measured:
+        return (f"bench: {_same_source(report).replace('`', '')}: nothing measured "
+                "(--aa measures anyway, as an A/A check of this machine's noise)\n")
+    lines = [f"bench: before = {report.base}, after = the working tree ({_bench_header(report)})"]
+    if report.busy:
+        lines.append(f"  ! {_busy(report)}")
+    if report.source_changed is False:
+        lines.append(f"  A/A check: {_same_source(report).replace('`', '')}; every verdict should be no-change")
     for t in report.targets:
         env = t.environment
         lines.append(f"  {t.name} [torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
@@ -144,23 +197,42 @@ def render_bench_text(report: BenchReport) -> str:
             lines.append(f"    error: {t.error}")
         for p in t.points:
             batch = "inputs" if p.batch_size is None else f"batch {p.batch_size}"
-            lines.append(
-                f"    {batch}: cold start {_ms(p.before.cold_start_s)} → {_ms(p.after.cold_start_s)} ({_x(p.cold_start_ratio)})  "
-                f"steady {_ms(p.before.steady_s)} → {_ms(p.after.steady_s)} ({_x(p.steady_ratio)})  "
-                f"throughput {_x(p.throughput_ratio)}  graphs {p.before.graph_count} → {p.after.graph_count}  "
-                f"eager {_ms(p.after.eager_steady_s)}"
-                + (f"  syncs/call {p.before.cuda_syncs_per_call:g} → {p.after.cuda_syncs_per_call:g}"
-                   if p.before.cuda_syncs_per_call is not None and p.after.cuda_syncs_per_call is not None else ""))
+            syncs = (f"  syncs/call {p.before.cuda_syncs_per_call:g} → {p.after.cuda_syncs_per_call:g}"
+                     if p.before.cuda_syncs_per_call is not None and p.after.cuda_syncs_per_call is not None else "")
+            lines.append(f"    {batch}: graphs {p.before.graph_count} → {p.after.graph_count}{syncs}")
+            lines.append(f"      cold start    {_ms(p.before.cold_start_s):>9} → {_ms(p.after.cold_start_s):<9}  "
+                         f"{_judged(p.cold_start_ratio, p.cold_start_ci, p.cold_start_verdict)}")
+            lines.append(f"      steady state  {_ms(p.before.steady_s):>9} → {_ms(p.after.steady_s):<9}  "
+                         f"{_judged(p.steady_ratio, p.steady_ci, p.steady_verdict)}")
+            if p.throughput_ratio is not None and p.before.throughput and p.after.throughput:
+                lines.append(f"      throughput    {p.before.throughput:>7.4g}/s → {p.after.throughput:<7.4g}/s  "
+                             f"{_judged(p.throughput_ratio, p.throughput_ci, p.throughput_verdict)}")
+            if p.eager_ratio is not None:
+                lines.append(f"      eager         {_ms(p.before.eager_steady_s):>9} → {_ms(p.after.eager_steady_s):<9}  "
+                             f"{_judged(p.eager_ratio, p.eager_ci, p.eager_verdict)}"
+                             + (f"  (compiled is {_x(p.eager_speedup_after)} eager after)" if p.eager_speedup_after else ""))
+            if p.noise:
+                lines.append(f"      ! {p.noise}")
+    if any(t.points for t in report.targets):
+        lines.append(f"  overall: {bench_overall(report)}")
     return "\n".join(lines) + "\n"
 
 
 def render_bench_markdown(report: BenchReport) -> str:
+    if not report.measured:
+        return (f"### GraphMend bench\n\n{_same_source(report).capitalize()}: nothing measured "
+                "(`--aa` measures anyway, as an A/A check of the machine's noise).\n")
     out = ["### GraphMend bench", "",
-           f"`{report.base}` → working tree; fresh processes per arm, {_rounds(report.rounds)}, "
-           f"warmup {report.warmup}, median of {report.repeat}, {report.threads} threads. Ratios above 1× mean the fix helps.",
-           "",
-           "| target | batch | graphs | cold start | × | steady state | × | throughput × | eager | syncs/call |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           f"`{report.base}` → working tree; fresh processes per arm, {_bench_header(report)}. "
+           "Ratios above 1× mean the fix helps; [low–high] is the interval.",
+           ""]
+    if report.source_changed is False:
+        out += [f"A/A check: {_same_source(report)}; every verdict should be no-change.", ""]
+    if report.busy:
+        out += [f"⚠️ {_cell(_busy(report)).capitalize()}.", ""]
+    out += ["| target | batch | graphs | cold start | × | steady state | × | throughput × | eager | syncs/call |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
     for t in report.targets:
         if t.error:
             out.append(f"| `{_cell(t.name)}` | – | – | could not run: {_cell(t.error)} | | | | | | |")
@@ -169,12 +241,22 @@ def render_bench_markdown(report: BenchReport) -> str:
             syncs = "–"
             if p.before.cuda_syncs_per_call is not None and p.after.cuda_syncs_per_call is not None:
                 syncs = f"{p.before.cuda_syncs_per_call:g} → {p.after.cuda_syncs_per_call:g}"
+            eager = "–" if p.eager_ratio is None else (
+                f"{_ms(p.before.eager_steady_s)} → {_ms(p.after.eager_steady_s)}, {_judged(p.eager_ratio, p.eager_ci, p.eager_verdict)}")
             out.append(
                 f"| `{_cell(t.name)}` | {'–' if p.batch_size is None else p.batch_size} | "
                 f"{p.before.graph_count} → {p.after.graph_count} | "
-                f"{_ms(p.before.cold_start_s)} → {_ms(p.after.cold_start_s)} | {_x(p.cold_start_ratio)} | "
-                f"{_ms(p.before.steady_s)} → {_ms(p.after.steady_s)} | {_x(p.steady_ratio)} | {_x(p.throughput_ratio)} | "
-                f"{_ms(p.after.eager_steady_s)} | {syncs} |")
+                f"{_ms(p.before.cold_start_s)} → {_ms(p.after.cold_start_s)} | "
+                f"{_judged(p.cold_start_ratio, p.cold_start_ci, p.cold_start_verdict, bold=True)} | "
+                f"{_ms(p.before.steady_s)} → {_ms(p.after.steady_s)} | {_judged(p.steady_ratio, p.steady_ci, p.steady_verdict, bold=True)} | "
+                f"{_judged(p.throughput_ratio, p.throughput_ci, p.throughput_verdict, bold=True)} | {eager} | {syncs} |")
+            if p.noise:
+                batch = "" if p.batch_size is None else f" batch {p.batch_size}"
+                notes.append(f"- `{_cell(t.name)}`{batch}: {_cell(p.noise)}")
+    if any(t.points for t in report.targets):
+        out += ["", f"Overall: {bench_overall(report)}."]
+    if notes:
+        out += [""] + notes
     envs = sorted({(t.environment.torch_version, t.environment.device, t.environment.dtype, t.environment.backend)
                    for t in report.targets if not t.error})
     for torch_version, device, dtype, backend in envs:

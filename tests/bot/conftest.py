@@ -165,7 +165,8 @@ def pr_review(base: str, head: str, **settings: Any) -> dict[str, Any]:
         "targets": [{"name": "tiny", "base": {"break_count": 0, "graph_count": 1, "error": None},
                      "head": {"break_count": 3, "graph_count": 4, "error": None},
                      "benchmark": {"cold_start_before_s": 2.5, "cold_start_after_s": 0.9, "steady_before_ms": 1.2,
-                                   "steady_after_ms": 0.8, "speedup": 1.5, "max_error": 0.0}}],
+                                   "steady_after_ms": 0.8, "speedup": 1.5, "max_error": 0.0,
+                                   "speedup_ci": [1.3, 1.7], "verdict": "faster"}}],
         "findings": [
             finding(FP_BRANCH, 11, "Data-dependent branching: generic_jump TensorVariable()", gb_id="GB0170", rule="GM101",
                     fix={"rule": "GM101", "title": "predicate the branch with torch.where", "safety": "safe",

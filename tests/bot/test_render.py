@@ -39,7 +39,8 @@ def scenario():
     data["findings"].append(finding("e5" * 10, 40, "was here before", status="unchanged", target=None))
     data["findings"].append(finding("f6" * 10, 50, "gone in this PR", status="fixed", target=None))
     data["findings"][0]["fix"]["benchmark"] = {"cold_start_before_s": 2.5, "cold_start_after_s": 0.9, "steady_before_ms": 1.2,
-                                               "steady_after_ms": 0.8, "speedup": 1.5, "max_error": 0.0}
+                                               "steady_after_ms": 0.8, "speedup": 1.5, "max_error": 0.0,
+                                   "speedup_ci": [1.3, 1.7], "verdict": "faster"}
     review = from_json(data)
     plan = plan_review(review, parse_files([("src/model.py", "modified", PATCH)]))
     return review, compute_verdict(review), plan
@@ -145,3 +146,18 @@ def test_golden_workflow_commands_and_check_summary():
     data["findings"][0]["file"] = "src/we,ird:name.py"
     [first] = [ln for ln in render.workflow_commands(from_json(data), compute_verdict(from_json(data))) if "we%2C" in ln]
     assert first.startswith("::error file=src/we%2Cird%3Aname.py,line=11,") and first.endswith("::a, b: 100%25 next line (fixable: predicate the branch with torch.where)")
+
+
+@pytest.mark.parametrize("verdict,ci,faster", [("faster", [1.3, 1.7], 1), ("no-change", [0.8, 2.6], 0), (None, None, 0)])
+def test_speed_is_claimed_only_on_a_faster_verdict(verdict, ci, faster):
+    # The same 1.50× estimate: only bench's "faster" verdict (interval above 1, change above the
+    # minimum) earns the ⚡; an interval that crosses 1, or no verdict at all, shows the number
+    # with its interval and claims nothing.
+    data = pr_review(BASE, HEAD)
+    data["targets"][0]["benchmark"].update(speedup_ci=ci, verdict=verdict)
+    review = from_json(data)
+    verdict_ = compute_verdict(review)
+    body = render.sticky_body(review, verdict_)
+    assert f"⚡ {faster} faster" in body
+    row = "| steady state speedup | 1.50×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}] {verdict}" if ci else "") + " |"
+    assert row in body

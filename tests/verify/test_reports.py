@@ -38,10 +38,14 @@ def test_verify_report_round_trips_validates_and_renders():
 def test_bench_markdown_and_chart(tmp_path):
     before = ArmTiming(cold_start_s=2.0, steady_s=0.004, steady_min_s=0.003, throughput=250.0, eager_steady_s=0.005, graph_count=3, runs=2)
     after = ArmTiming(cold_start_s=0.5, steady_s=0.002, steady_min_s=0.002, throughput=500.0, eager_steady_s=0.005, graph_count=1, runs=2)
-    point = BenchPoint(batch_size=4, before=before, after=after, cold_start_ratio=4.0, steady_ratio=2.0, throughput_ratio=2.0)
+    point = BenchPoint(batch_size=4, before=before, after=after, cold_start_ratio=4.0, steady_ratio=2.0, throughput_ratio=2.0,
+                       cold_start_ci=(3.5, 4.5), cold_start_verdict="faster", steady_ci=(0.9, 3.0), steady_verdict="no-change",
+                       throughput_ci=(0.9, 3.0), throughput_verdict="no-change")
     report = BenchReport(base="HEAD", targets=(TargetBench("tiny", (point,), environment=ENV),))
     validate("bench", to_dict(report))
+    assert from_dict(BenchReport, to_dict(report)) == report
     md = render_bench_markdown(report)
-    assert "| `tiny` | 4 | 3 → 1 | 2 s → 500 ms | 4.00× | 4 ms → 2 ms | 2.00× | 2.00× |" in md
+    assert ("| `tiny` | 4 | 3 → 1 | 2 s → 500 ms | 4.00× [3.50–4.50] **faster** | 4 ms → 2 ms | 2.00× [0.90–3.00] no-change "
+            "| 2.00× [0.90–3.00] no-change |") in md
     png = write_chart(tmp_path / "c.png", verify_report=verify_report(), bench_report=report)
     assert png.read_bytes()[:4] == b"\x89PNG"
