@@ -17,7 +17,6 @@ import math
 import os
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -26,6 +25,7 @@ from graphmend.bench.stats import CONFIDENCE, DEFAULT_ROUNDS, MIN_EFFECT, MIN_RO
 from graphmend.config import Config, TargetConfig, load_config
 from graphmend.model import Environment, Fix
 from graphmend.runner import Job, Runner, get_runner
+from graphmend.runner.channel import work_folder
 from graphmend.trees import apply_edits_to_tree, copy_tree, source_differs, tree_at
 from graphmend.verify.parent import job_device, select_targets
 
@@ -243,7 +243,7 @@ def bench(config: Config, target_names: Optional[Iterable[str]] = None, *, base:
         if not changed and not aa:
             _say(progress, f"bench: no source change between {base} and the working tree: nothing measured")
             return BenchReport(**settings, source_changed=False, load_average=load_average())
-        with tempfile.TemporaryDirectory(prefix="graphmend-bench-") as work:
+        with work_folder("graphmend-bench-") as work:
             load = load_average()
             for target in targets:
                 results.append(_bench_target(config, target, before_root, config.root, runner, Path(work) / target.name,
@@ -258,7 +258,7 @@ def bench_fixes(config: Config, fixes: Sequence[Fix], *, progress: Progress = No
     Both run from a private copy: ``bench`` compares a revision with the working tree, so the
     copy is committed as it is, then fixed. Raises what ``bench`` and the edits raise.
     """
-    with tempfile.TemporaryDirectory(prefix="graphmend-bench-fixes-") as work:
+    with work_folder("graphmend-bench-fixes-") as work:
         tree = copy_tree(config.root, Path(work) / "tree")
         env = dict(os.environ, GIT_AUTHOR_NAME="graphmend", GIT_AUTHOR_EMAIL="graphmend@localhost",
                    GIT_COMMITTER_NAME="graphmend", GIT_COMMITTER_EMAIL="graphmend@localhost")
