@@ -113,24 +113,6 @@ def source_files(root: Path | str) -> list[str]:
                   and ((root / f).is_symlink() or (root / f).is_file()))
 
 
-def source_differs(before: Path | str, after: Path | str) -> bool:
-    """Whether two trees differ in any source file: a name, a byte, a link target.
-
-    Links are compared as links (never followed)."""
-    before, after = Path(before), Path(after)
-    names = source_files(before)
-    if names != source_files(after):
-        return True
-    for rel in names:
-        a, b = before / rel, after / rel
-        if a.is_symlink() or b.is_symlink():
-            if not (a.is_symlink() and b.is_symlink() and a.readlink() == b.readlink()):
-                return True
-        elif a.stat().st_size != b.stat().st_size or a.read_bytes() != b.read_bytes():
-            return True
-    return False
-
-
 def copy_tree(root: Path | str, dest: Path) -> Path:
     """A copy of the working tree at ``root`` (uncommitted changes included) into ``dest``:
     the files ``source_files`` lists."""
@@ -176,32 +158,17 @@ def tree_copy(root: Path | str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _files(root: Path) -> dict[str, Path]:
-    """The files of a tree as ``copy_tree`` sees them: repo-relative path -> path."""
-    root = Path(root).resolve()
-    try:
-        out = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-        rels = [f for f in out.decode("utf-8", "surrogateescape").split("\0") if f]
-    except TreeError:  # not a git repository (an exported revision, a private copy)
-        rels = []
-        for path in root.rglob("*"):
-            parts = path.relative_to(root).parts
-            if any(p in _SKIP for p in parts) or not (path.is_file() or path.is_symlink()):
-                continue
-            rels.append("/".join(parts))
-    return {rel: root / rel for rel in rels if (root / rel).is_file() or (root / rel).is_symlink()}
-
-
 def changed_files(before: Path | str, after: Path | str) -> list[str]:
     """The repo-relative files that differ between two trees (added, removed or edited), sorted.
 
     An empty list means the trees hold the same bytes: there is no source change to verify or
     to benchmark.
     """
-    a, b = _files(Path(before)), _files(Path(after))
-    changed = set(a) ^ set(b)
-    for rel in set(a) & set(b):
-        pa, pb = a[rel], b[rel]
+    before, after = Path(before), Path(after)
+    a, b = set(source_files(before)), set(source_files(after))
+    changed = a ^ b
+    for rel in a & b:
+        pa, pb = before / rel, after / rel  # links are compared as links, never followed
         if pa.is_symlink() or pb.is_symlink():
             if not (pa.is_symlink() and pb.is_symlink() and pa.readlink() == pb.readlink()):
                 changed.add(rel)

@@ -26,7 +26,7 @@ from graphmend.config import Config, TargetConfig, load_config
 from graphmend.model import Environment, Fix
 from graphmend.runner import Job, Runner, get_runner
 from graphmend.runner.channel import work_folder
-from graphmend.trees import apply_edits_to_tree, copy_tree, source_differs, tree_at
+from graphmend.trees import apply_edits_to_tree, changed_files, copy_tree, tree_at
 from graphmend.verify.parent import job_device, select_targets
 
 Progress = Optional[Callable[[str], None]]
@@ -239,7 +239,7 @@ def bench(config: Config, target_names: Optional[Iterable[str]] = None, *, base:
     settings = dict(base=base, warmup=config.bench.warmup, repeat=config.bench.repeat, rounds=rounds, threads=threads,
                     confidence=CONFIDENCE, min_effect=min_effect, cpus=available_cpus())
     with tree_at(config.root, base) as before_root:
-        changed = source_differs(before_root, config.root)
+        changed = bool(changed_files(before_root, config.root))
         if not changed and not aa:
             _say(progress, f"bench: no source change between {base} and the working tree: nothing measured")
             return BenchReport(**settings, source_changed=False, load_average=load_average())
