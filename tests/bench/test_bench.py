@@ -87,20 +87,20 @@ def test_identical_trees_say_no_source_change_and_measure_only_when_asked(make_r
 
 
 def test_a_comment_is_a_source_change(make_repo, tmp_path):
-    from graphmend.trees import source_differs, tree_at
+    from graphmend.trees import changed_files, tree_at
 
     root = make_repo(files())
     with tree_at(root, "HEAD") as before:
-        assert not source_differs(before, root)
+        assert changed_files(before, root) == []
         (root / "pkg/model.py").write_text((root / "pkg/model.py").read_text() + "# a comment\n")
-        assert source_differs(before, root)
+        assert changed_files(before, root) == ["pkg/model.py"]
         (root / "pkg/model.py").write_text(MODEL)
         (root / "pkg/new.py").write_text("")
-        assert source_differs(before, root)  # an untracked, not ignored file is part of the tree
+        assert changed_files(before, root) == ["pkg/new.py"]  # an untracked, not ignored file is part of the tree
         (root / "pkg/new.py").unlink()
         (root / "pkg/__pycache__").mkdir(exist_ok=True)
         (root / "pkg/__pycache__/model.cpython-311.pyc").write_bytes(b"written by running the tree")
-        assert not source_differs(before, root)
+        assert changed_files(before, root) == []
 
 
 def test_bench_help_names_rounds_min_effect_and_aa(capsys):
