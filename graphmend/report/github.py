@@ -14,16 +14,18 @@ from graphmend.model import CheckReport, GraphBreak
 from graphmend.report import break_code, lever_note, sort_breaks
 
 
-# The Actions runner reads a log line as a command when it starts (after blanks) with "::" or,
-# in the old syntax, "##[": a target's error text or a file's message is the pull request's to
+# The Actions runner reads a log line as a command when it starts with "::" or holds, in the old
+# syntax, "##[": a target's error text or a file's message is the pull request's to
 # choose, and "::add-mask::", "::stop-commands::" or "::error::" at a line start would steer
-# the job's log. A zero-width space after the first character keeps the text readable and inert.
-_COMMAND_START = re.compile(r"^([ \t]*)(::|##\[)", re.MULTILINE)
+# the job's log. The runner trims leading whitespace (any Unicode space) before it looks for "::",
+# and reads the old "##[command]" syntax anywhere in a line. A zero-width space between the two
+# characters keeps the text readable and inert.
+_COMMAND_START = re.compile(r"^([^\S\n]*):(?=:)", re.MULTILINE)
 
 
 def neutralise(text: str) -> str:
     """``text`` (untrusted, possibly many lines) made safe to print into a GitHub Actions log."""
-    return _COMMAND_START.sub(lambda m: m.group(1) + m.group(2)[0] + "\u200b" + m.group(2)[1:], text)
+    return _COMMAND_START.sub("\\1:\u200b", text).replace("##[", "#\u200b#[")
 
 
 def escape_data(text: str) -> str:

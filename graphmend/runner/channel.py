@@ -329,13 +329,10 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
 
 def clean_text(text: str) -> str:
     """Worker text made safe for a log: control characters replaced, and no line that a GitHub
-    runner reads as a workflow command (``::set-output``, ``::add-mask``, ``::stop-commands`` ...).
+    runner reads as a workflow command (``report.github.neutralise``)."""
+    from graphmend.report.github import neutralise
 
-    The runner trims leading whitespace before it looks for ``::`` (so indenting does not disarm
-    a command: such a line gets a visible ``> `` in front), and its older syntax, ``##[command]``,
-    is recognised anywhere in a line (written ``## [`` here)."""
-    text = _CONTROL.sub("\ufffd", text).replace("##[", "## [")
-    return "\n".join("> " + line if line.lstrip().startswith("::") else line for line in text.split("\n"))
+    return neutralise(_CONTROL.sub("\ufffd", text))
 
 
 SOURCE_MAX_BYTES = 16 * 1024 * 1024
