@@ -32,6 +32,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
+from graphmend.transforms import _effects as E
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
@@ -193,9 +194,9 @@ class DataDependentBranch(Transform):
         ),
         # The same call with different positional arguments: the call runs once, as before.
         (
-            "import torch\n\ndef f(self, x, mask):\n    if mask.all():\n        out = self.proj(x.detach(), scale=2)\n    else:\n"
-            "        out = self.proj(x, scale=2)\n    return out\n",
-            "import torch\n\ndef f(self, x, mask):\n    out = self.proj(torch.where(mask.all(), x.detach(), x), scale=2)\n    return out\n",
+            "import torch\n\ndef f(x, w, mask):\n    if mask.all():\n        out = torch.nn.functional.linear(x.detach(), w)\n    else:\n"
+            "        out = torch.nn.functional.linear(x, w)\n    return out\n",
+            "import torch\n\ndef f(x, w, mask):\n    out = torch.nn.functional.linear(torch.where(mask.all(), x.detach(), x), w)\n    return out\n",
         ),
     )
 
@@ -383,12 +384,10 @@ class DataDependentBranch(Transform):
                             "the select would read an unbound name"
                         )
             selected_names = set(order)
-            mutated = _mutated_names(func, node) & (selected_names | _value_names(arms))
-            if mutated:
-                raise _Declined(
-                    f"`{sorted(mutated)[0]}` is updated in place elsewhere in the function; torch.where returns a new "
-                    "tensor, so the update would no longer reach the same object"
-                )
+            hazard = alias_hazard(source, func, node, selected_names | _value_names(arms, t), t)
+            if hazard:
+                raise _Declined(f"{hazard}; torch.where returns a new tensor, so that update would no longer "
+                                "reach the tensor the original program wrote")
         # A local read in a branch must be bound on the other path too, where it now runs.
         local = _assigned_in(func)
         for i, arm in enumerate(arms):
@@ -447,6 +446,16 @@ class DataDependentBranch(Transform):
         else:
             stmt, differing = call_shape  # type: ignore[misc]
             call = _call_of(stmt)
+            chosen = set().union(*(E.alias_roots(_call_of(arm.call_stmt).args[k].value, t, A.FRESH)  # type: ignore[arg-type]
+                                    for arm in arms for k in differing))
+            modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+            written, why = E.call_writes(call, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
+            if chosen and why:
+                raise _Declined(f"{why}; after the rewrite it would get a new tensor instead of `{sorted(chosen)[0]}`")
+            target = [stmt.targets[0].target.value] if isinstance(stmt, cst.Assign) else []  # type: ignore[union-attr]
+            hazard = alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
+            if hazard:
+                raise _Declined(f"{hazard}; the selected argument is a new tensor after the rewrite")
             new_args = list(call.args)
             for k in differing:
                 values = [_call_of(arm.call_stmt).args[k].value for arm in arms]  # type: ignore[arg-type]
@@ -753,48 +762,24 @@ def _target_order(arms: list[_Arm]) -> list[str]:
     return list(longest)
 
 
-def _value_names(arms: list[_Arm]) -> set[str]:
+def _value_names(arms: list[_Arm], t: A._Torch) -> set[str]:
+    """Names whose tensors a selected value may be (``x``, ``x.float()``, ``x.view(...)``)."""
     out: set[str] = set()
     for arm in arms:
         for _, v, _ in arm.targets:
-            if isinstance(v, (cst.Name, cst.Attribute, cst.Subscript)) or _is_view(v):
-                out |= A.names_in(v)
+            out |= E.alias_roots(v, t, A.FRESH)
     return out
 
 
-def _is_view(v: cst.CSTNode) -> bool:
-    if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute):
-        return v.func.attr.value in ("view", "view_as", "reshape", "transpose", "permute", "squeeze", "unsqueeze",
-                                     "expand", "expand_as", "t", "detach", "contiguous", "to", "type_as", "flatten")
-    return isinstance(v, cst.Attribute) and v.attr.value in A.VIEW_ATTRS
+def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:
+    """Why replacing ``names``' values by a select may lose an in-place update, or None."""
+    cls = source.enclosing(func, (cst.ClassDef,))
+    return E.later_write(func, site, source.positions, names, t, A.FRESH, E.Modules(cls))  # type: ignore[arg-type]
 
 
 def _names_outside(func: cst.FunctionDef, node: cst.If, following_return: Optional[cst.CSTNode]) -> set[str]:
     skip = (node, following_return)
     return A.names_in(func.params, skip) | A.names_in(func.body, skip)
-
-
-def _mutated_names(func: cst.FunctionDef, node: cst.If) -> set[str]:
-    """Names updated in place anywhere in the function outside the `if` itself."""
-    found: set[str] = set()
-    for n in A._iter(func.body):
-        if n is node:
-            continue
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
-            attr = n.func.attr.value
-            if attr.endswith("_") and not attr.endswith("__"):
-                found |= _root_names(n.func.value)
-        elif isinstance(n, cst.AugAssign):
-            found |= _root_names(n.target)
-        elif isinstance(n, cst.AssignTarget) and isinstance(n.target, (cst.Subscript, cst.Attribute)):
-            found |= _root_names(n.target.value)
-    return found
-
-
-def _root_names(n: cst.CSTNode) -> set[str]:
-    while isinstance(n, (cst.Attribute, cst.Subscript)):
-        n = n.value
-    return {n.value} if isinstance(n, cst.Name) else set()
 
 
 def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: SourceFile) -> bool:

@@ -132,7 +132,7 @@ MUST_DECLINE = {
                 y = x * 2
             y.mul_(2)
             return y
-        """, "updated in place elsewhere"),
+        """, "updates a tensor in place"),
     "random draw": ("""
         def f(x):
             if x.sum() > 0:
