@@ -521,6 +521,11 @@ def _kind(expr: cst.CSTNode, t: _Torch) -> str:  # noqa: C901
     return "unknown"
 
 
+def tensor_kind(expr: cst.CSTNode, t: _Torch) -> str:
+    """What ``expr`` evidently is: 'bool0'/'num0'/'bool'/'tensor'/'scalar', or 'unknown'."""
+    return _kind(expr, t)
+
+
 def _bool_text(expr: cst.CSTNode, t: _Torch) -> str:
     """The condition with Python's ``and``/``or``/``not`` as tensor ``&``/``|``/``~``.
 

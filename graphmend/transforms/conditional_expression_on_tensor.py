@@ -155,6 +155,7 @@ class ConditionalExpressionOnTensor(Transform):
         checker = gm101.DataDependentBranch()
         checker._dtypes, checker._scalars = {}, frozenset()
         checker._needs_helper, checker._proven_last = False, True
+        checker._no_grad = gm101.grad_disabled(source, node)
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
         func = source.enclosing(node, (cst.FunctionDef,))
         chosen = E.alias_roots(node.body, t, A.FRESH) | E.alias_roots(node.orelse, t, A.FRESH)

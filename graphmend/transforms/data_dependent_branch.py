@@ -273,6 +273,11 @@ class DataDependentBranch(Transform):
             parts = tensor_parts if i == 0 else [test]
             preds = []
             for part in parts:
+                if len(parts) > 1 and A.tensor_kind(part, t) == "unknown":
+                    # `self.clip and (x > t).any()`: if `self.clip` is a Python bool, `and` skips
+                    # the rest when it is false, and `.bool()` on it would raise.
+                    raise _Declined(f"cannot show that `{A.code(part)}` is a tensor; if it is a Python value, "
+                                    "`and` decides on it alone and tensor methods on it would raise")
                 try:
                     preds.append(A.tensor_predicate(part, t, trusted=ctx.verified))
                 except A.NotATensor as exc:
@@ -298,6 +303,7 @@ class DataDependentBranch(Transform):
             if not eff.ok and not isinstance(part, cst.Comparison):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
 
+        self._no_grad = grad_disabled(source, node)
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         self._dtypes = _known_dtypes(static, t)
         self._scalars = frozenset()
@@ -342,9 +348,8 @@ class DataDependentBranch(Transform):
                 eff = A.effects(value, t)
                 if not eff.ok:
                     raise _Declined(f"the setup statement `{A.code(s)}`: {eff.problems[0]}; it cannot be hoisted")
-                if eff.nan_prone:
-                    safety = Safety.UNSAFE
-                    notes.append(f"`{eff.nan_prone[0]}` in a setup statement may produce inf/NaN on the other path")
+                if eff.nan_prone and not self._no_grad:
+                    raise _Declined(_nan_reason(eff.nan_prone[0]))
                 fallible = A.shape_fallible(value, t, self._scalars, self._dtypes)
                 if fallible:
                     safety = Safety.UNSAFE
@@ -519,11 +524,10 @@ class DataDependentBranch(Transform):
             if not eff.ok:
                 raise _Declined(f"{what}: {eff.problems[0]}, and both branches are evaluated after the rewrite")
             if eff.nan_prone:
-                safety = Safety.UNSAFE
-                notes.append(
-                    f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; under autograd "
-                    "torch.where's gradient is then NaN (0 * inf)"
-                )
+                if not self._no_grad:
+                    raise _Declined(_nan_reason(eff.nan_prone[0]))
+                notes.append(f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; no gradient "
+                             "flows here (no_grad/inference_mode), and torch.where selects the other value")
             fallible = A.shape_fallible(v, t, self._scalars, self._dtypes)
             if fallible:
                 safety = Safety.UNSAFE
@@ -564,6 +568,28 @@ class DataDependentBranch(Transform):
 
 # ------------------------------------------------------------------------------------------
 # helpers
+
+
+def _nan_reason(expr: str) -> str:
+    return (f"`{expr}` may be inf/NaN where its branch is not taken; torch.where evaluates both arms and "
+            "back-propagates 0 * inf = NaN through the unselected one, and gradients may flow here (no "
+            "enclosing torch.no_grad()/inference_mode())")
+
+
+def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
+    """Whether ``node`` provably runs with autograd off: inside ``with torch.no_grad()`` /
+    ``torch.inference_mode()``, or in a function decorated with one of them."""
+    off = ("no_grad", "inference_mode")
+    cur = source.parent(node)
+    while cur is not None:
+        if isinstance(cur, cst.With) and any(
+                isinstance(i.item, cst.Call) and A.dotted(i.item.func).split(".")[-1] in off for i in cur.items):
+            return True
+        if isinstance(cur, cst.FunctionDef):
+            return any(A.dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1] in off
+                       for d in cur.decorators)
+        cur = source.parent(cur)
+    return False
 
 
 def _known_dtypes(static: list[cst.BaseExpression], t: A._Torch) -> dict[str, str]:
