@@ -281,12 +281,125 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
                 continue
         elif not (_raises_only(node) and lowerable_condition(node.test)):
             continue
-        if func is not None and enclosing_function(source, node) is func and source.line(node) < call_line:
-            continue
+        if func is not None and enclosing_function(source, node) is func and source.line(node) < call_line \
+                and not _same_loop(source, node, call, func):
+            continue  # runs before the call (and not again in a later iteration of a loop around both)
         cls = _enclosing_class(source, node)
         if related is not None and cls is not None and cls.name.value not in related:
             continue  # a class that never calls into this one: another graph
         return f"line {source.line(node)} may raise inside the same compiled graph (a tensor-valued check), and the records of a graph that raises are lost"
+    if func is not None:
+        for node in iter_nodes(func, (cst.Subscript, cst.Call)):
+            if source.line(node) < call_line and not _same_loop(source, node, call, func):
+                continue
+            fault = _value_fault(node)
+            if fault:
+                return (f"`{fault}` at line {source.line(node)} may fail on the values it is given (an index out of "
+                        "range) inside the same compiled graph, and the records of a graph that raises are lost")
+    return None
+
+
+# Calls whose validity depends on index values (an out-of-range index fails at run time).
+INDEXING_CALLS = frozenset("gather scatter scatter_add scatter_reduce index_select index_add index_copy index_fill "
+                           "index_put take take_along_dim embedding embedding_bag one_hot".split())
+
+
+def _value_fault(node: cst.CSTNode) -> Optional[str]:
+    """The code of an operation that may fail on tensor values (not shapes), or None."""
+    from graphmend.transforms._effects import code
+
+    if isinstance(node, cst.Call):
+        leaf = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(node.func, "value", "")
+        return code(node) if leaf.rstrip("_") in INDEXING_CALLS else None
+    assert isinstance(node, cst.Subscript)
+    for element in node.slice:
+        index = element.slice
+        if isinstance(index, cst.Index) and not _constant(index.value):
+            return code(node)
+    return None
+
+
+def _constant(v: cst.CSTNode) -> bool:
+    if isinstance(v, (cst.Integer, cst.Ellipsis, cst.SimpleString)) or (isinstance(v, cst.Name) and v.value == "None"):
+        return True
+    if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus):
+        return _constant(v.expression)
+    if isinstance(v, cst.Tuple):
+        return all(_constant(e.value) or isinstance(e.value, cst.Slice) for e in v.elements)
+    return False
+
+
+def _same_loop(source: SourceFile, a: cst.CSTNode, b: cst.CSTNode, func: cst.FunctionDef) -> bool:
+    """Whether a ``for``/``while`` inside ``func`` holds both nodes (``a`` runs again after ``b``)."""
+    from graphmend.transforms.base import iter_nodes
+
+    for loop in iter_nodes(func, (cst.For, cst.While)):
+        inside = set(map(id, iter_nodes(loop.body, (type(a), type(b)))))
+        if id(a) in inside and id(b) in inside:
+            return True
+    return False
+
+
+def state_written_before(source: SourceFile, site: cst.CSTNode) -> Optional[str]:
+    """A write to state that outlives the call (an attribute, a subscript, an in-place tensor
+    update) that may run in the same compiled graph before ``site``: in its function before it
+    (or anywhere in a loop around it), or in any method of its class or of a class of this file
+    that uses it. A graph that raises inside (a lowered trap) loses such writes: Dynamo applies
+    them when the graph returns."""
+    from graphmend.transforms.base import iter_nodes
+
+    func = enclosing_function(source, site)
+    own = _enclosing_class(source, site)
+    related = _users_of(source, own.name.value) if own is not None else set()
+    scopes = [func] if func is not None else []
+    for stmt in source.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value in related:
+            scopes.extend(f for f in iter_nodes(stmt.body, (cst.FunctionDef,))
+                          if f is not func and f.name.value != "__init__")  # construction is not in the graph
+    for scope in scopes:
+        for node in iter_nodes(scope, (cst.AugAssign, cst.AssignTarget, cst.Call)):
+            if scope is func and source.line(node) >= source.line(site) and not _same_loop(source, node, site, func):
+                continue
+            what = _state_write(node)
+            if what:
+                return f"`{what}` at line {source.line(node)}"
+    return None
+
+
+def _state_write(node: cst.CSTNode) -> Optional[str]:
+    from graphmend.transforms._effects import code
+
+    if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+        return code(node)
+    if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+        return code(node.target) + " = ..."
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        name = node.func.attr.value
+        receiver = node.func.value
+        if name.endswith("_") and not name.endswith("__") and isinstance(receiver, (cst.Attribute, cst.Subscript)):
+            return code(node)  # self.buf.add_(1): a buffer updated in place
+        if name in ("append", "extend", "insert", "pop", "update", "setdefault", "clear", "add", "remove") \
+                and isinstance(receiver, cst.Attribute):
+            return code(node)
+    return None
+
+
+def try_in_callers(source: SourceFile, site: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """A ``try`` with handlers in a method of this file that may call into ``site``'s code (any
+    method of its class, or of a class of this file that uses it): under compile its handler
+    never sees the trap, which fails the whole graph."""
+    from graphmend.transforms.base import iter_nodes
+
+    own = _enclosing_class(source, site)
+    if own is None:
+        return None
+    related = _users_of(source, own.name.value)
+    for stmt in source.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value in related:
+            methods = [f for f in iter_nodes(stmt.body, (cst.FunctionDef,)) if f.name.value != "__init__"]
+            for node in (t for f in methods for t in iter_nodes(f, (cst.Try,))):
+                if node.handlers and not any(id(n) == id(site) for n in iter_nodes(node, (type(site),))):
+                    return node
     return None
 
 
