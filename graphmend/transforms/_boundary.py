@@ -292,7 +292,7 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
         for node in iter_nodes(func, (cst.Subscript, cst.Call)):
             if source.line(node) < call_line and not _same_loop(source, node, call, func):
                 continue
-            fault = _value_fault(node)
+            fault = _value_fault(node, _tensor_names(func))
             if fault:
                 return (f"`{fault}` at line {source.line(node)} may fail on the values it is given (an index out of "
                         "range) inside the same compiled graph, and the records of a graph that raises are lost")
@@ -304,8 +304,13 @@ INDEXING_CALLS = frozenset("gather scatter scatter_add scatter_reduce index_sele
                            "index_put take take_along_dim embedding embedding_bag one_hot".split())
 
 
-def _value_fault(node: cst.CSTNode) -> Optional[str]:
-    """The code of an operation that may fail on tensor values (not shapes), or None."""
+def _value_fault(node: cst.CSTNode, tensors: set[str]) -> Optional[str]:
+    """The code of an operation that may fail on tensor values (not shapes), or None.
+
+    An index that is a Python int (a loop counter, a constant) is checked by Dynamo while it
+    traces, where the original's graph break would have come first anyway; what may fail inside
+    a graph is an index held in a tensor: one computed by a call, or a parameter of the function
+    that may be a tensor (``tensors``)."""
     from graphmend.transforms._effects import code
 
     if isinstance(node, cst.Call):
@@ -314,9 +319,28 @@ def _value_fault(node: cst.CSTNode) -> Optional[str]:
     assert isinstance(node, cst.Subscript)
     for element in node.slice:
         index = element.slice
-        if isinstance(index, cst.Index) and not _constant(index.value):
-            return code(node)
+        if not isinstance(index, cst.Index) or _constant(index.value):
+            continue
+        parts = index.value.elements if isinstance(index.value, cst.Tuple) else [index.value]
+        for part in parts:
+            value = part.value if isinstance(part, cst.Element) else part
+            if isinstance(value, cst.Call) and getattr(value.func, "value", "") not in ("len", "int", "slice"):
+                return code(node)
+            if isinstance(value, cst.Name) and value.value in tensors:
+                return code(node)
     return None
+
+
+def _tensor_names(func: cst.FunctionDef) -> set[str]:
+    """Parameters of ``func`` that may hold a tensor (not ``self``, not annotated int/bool)."""
+    names = set()
+    params = list(func.params.params) + list(func.params.posonly_params) + list(func.params.kwonly_params)
+    for p in params:
+        ann = p.annotation.annotation if p.annotation is not None else None
+        if p.name.value in ("self", "cls") or (isinstance(ann, cst.Name) and ann.value in ("int", "bool", "str")):
+            continue
+        names.add(p.name.value)
+    return names
 
 
 def _constant(v: cst.CSTNode) -> bool:

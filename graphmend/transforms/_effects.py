@@ -69,6 +69,15 @@ GroupNorm RMSNorm BatchNorm1d BatchNorm2d BatchNorm3d InstanceNorm1d InstanceNor
 Identity GELU Tanh Sigmoid Softmax LogSoftmax Softplus Flatten Unflatten MaxPool1d MaxPool2d
 AvgPool1d AvgPool2d AdaptiveAvgPool1d AdaptiveAvgPool2d AlphaDropout FeatureAlphaDropout
 """.split()) | INPLACE_FLAG_MODULES
+# nn modules whose call returns a new tensor, never (a view of) its argument, in train and eval
+# mode (Dropout returns its input itself in eval mode, Identity/Flatten always: not here).
+FRESH_MODULES = frozenset("""
+Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d LayerNorm
+GroupNorm RMSNorm BatchNorm1d BatchNorm2d BatchNorm3d InstanceNorm1d InstanceNorm2d Embedding
+GELU Tanh Sigmoid Softmax LogSoftmax Softplus MaxPool1d MaxPool2d AvgPool1d AvgPool2d
+AdaptiveAvgPool1d AdaptiveAvgPool2d ReLU ReLU6 LeakyReLU ELU SELU CELU Hardtanh Hardswish
+Hardsigmoid SiLU Mish
+""".split())
 # Ops whose value or gradient may be inf/NaN for finite inputs (with an example the vetting
 # test runs: value or gradient non-finite). ``where`` then back-propagates 0 * inf = NaN.
 NON_FINITE_FUNCS: dict[str, str] = {
@@ -127,9 +136,11 @@ class Modules:
     def __init__(self, cls: Optional[cst.ClassDef] = None):
         self.writers: set[str] = set()  # self.<name> modules that write their argument
         self.vetted: set[str] = set()  # self.<name> modules known not to write their argument
+        self.fresh: set[str] = set()  # self.<name> modules known to return a new tensor
         if cls is None:
             return
         seen: dict[str, list[bool]] = {}
+        fresh: dict[str, list[bool]] = {}
         for node in iter_tree(cls.body):
             if not isinstance(node, cst.Assign) or len(node.targets) != 1:
                 continue
@@ -141,9 +152,12 @@ class Modules:
             ok = (isinstance(value, cst.Call) and dotted(value.func).split(".")[-1] in NON_WRITING_MODULES
                   and dotted(value.func).split(".")[0] in ("nn", "torch"))
             seen.setdefault(name, []).append(ok and not _inplace_flag(value))  # type: ignore[arg-type]
+            fresh.setdefault(name, []).append(ok and not _inplace_flag(value)  # type: ignore[arg-type]
+                                              and dotted(value.func).split(".")[-1] in FRESH_MODULES)  # type: ignore[union-attr]
             if isinstance(value, cst.Call) and _inplace_flag(value):
                 self.writers.add(name)
         self.vetted = {n for n, oks in seen.items() if all(oks)}
+        self.fresh = {n for n, oks in fresh.items() if all(oks)}
 
 
 def _inplace_flag(call: cst.Call) -> bool:
@@ -235,7 +249,7 @@ def _elements(v: cst.CSTNode) -> list[cst.CSTNode]:
     return [v]
 
 
-def alias_roots(expr: cst.CSTNode, t, known_fresh: frozenset[str]) -> set[str]:
+def alias_roots(expr: cst.CSTNode, t, known_fresh: frozenset[str], modules: Optional[Modules] = None) -> set[str]:
     """The names whose tensors ``expr``'s value may be, view, or contain.
 
     ``known_fresh`` are tensor methods that return a new tensor (the vetted pure list less the
@@ -263,6 +277,9 @@ def alias_roots(expr: cst.CSTNode, t, known_fresh: frozenset[str]) -> set[str]:
         arg_roots = set().union(set(), *(alias_roots(a.value, t, known_fresh) for a in expr.args))
         if _inplace_flag(expr) or name.endswith("_"):
             return (recv if kind == "method" else set()) | arg_roots
+        own = _is_self_module(expr)
+        if modules is not None and own is not None and own in modules.fresh:
+            return set()
         if kind == "method":
             if name in ALIAS_METHODS:
                 return alias_roots(expr.func.value, t, known_fresh)  # type: ignore[union-attr]
@@ -384,3 +401,93 @@ def _node_writes(node: cst.CSTNode, t, modules: Modules, known_fresh: frozenset[
     if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Subscript, cst.Attribute)):
         return roots(node.target), f"`{code(node.target)} = ...` writes into `{code(node.target.value)}`"
     return set(), ""
+
+
+def _stmt_list(block) -> list:
+    return list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
+
+
+def reaching_fresh(func: cst.FunctionDef, site: cst.CSTNode, name: str, parents, t, known_fresh: frozenset[str],
+                   modules: Modules, depth: int = 0) -> bool:
+    """Whether ``name`` provably holds a tensor made inside this function when ``site`` runs:
+    its last assignment before ``site`` in straight-line code (the same block, then the blocks
+    around it) is a new tensor (``x * 2``, ``self.norm(h)`` with a vetted module), or a name that
+    itself does. A parameter, a name assigned in a branch or loop, or an alias is not."""
+    if depth > 6:
+        return False
+    stmt, cur = site, parents(site)
+    while cur is not None and cur is not func:
+        if isinstance(cur, (cst.IndentedBlock, cst.Module)):
+            body = _stmt_list(cur)
+            idx = next((i for i, s in enumerate(body) if s is stmt), None)
+            for prev in reversed(body[:idx] if idx is not None else []):
+                bound = _binds_in(prev, name)
+                if bound is None:
+                    continue
+                if bound is False:
+                    return False  # bound in a way not analysed (branch, loop, unpacking)
+                roots_ = alias_roots(bound, t, known_fresh, modules)
+                if not roots_:
+                    return True
+                if isinstance(bound, cst.Name):
+                    return reaching_fresh(func, prev, bound.value, parents, t, known_fresh, modules, depth + 1)
+                return False
+            if isinstance(parents(cur), (cst.For, cst.While)):
+                return False  # a loop body: the previous iteration may have bound it otherwise
+        stmt, cur = cur, parents(cur)
+    return False
+
+
+def _binds_in(stmt: cst.CSTNode, name: str):
+    """The value ``stmt`` binds ``name`` to (None: it does not bind it; False: it may, unanalysed)."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        found = None
+        for small in stmt.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                    and small.targets[0].target.value == name:
+                found = small.value
+            elif any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(small)):
+                found = False
+        return found
+    if any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(stmt)):
+        return False
+    return None
+
+
+def _targets_of(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for n in iter_tree(node):
+        if isinstance(n, cst.AssignTarget):
+            yield from iter_tree(n.target)
+        elif isinstance(n, (cst.AnnAssign, cst.AugAssign)):
+            yield from iter_tree(n.target)
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            yield from iter_tree(n.target)
+        elif isinstance(n, cst.AsName):
+            yield from iter_tree(n.name)
+        elif isinstance(n, cst.NamedExpr):
+            yield from iter_tree(n.target)
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            yield n.name
+
+
+def escapes_after(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[str], t,
+                  known_fresh: frozenset[str]) -> Optional[str]:
+    """Why a tensor ``names`` may share leaves the function after ``site`` (returned, yielded,
+    stored in an attribute or a container), where a caller may rely on it being the same object."""
+    classes = alias_classes(func, t, known_fresh)
+    shared = set(names).union(*(classes.get(n, set()) for n in names))
+    site_end = (positions[site].end.line, positions[site].end.column)
+    for node in _skip_walk(func.body, site):
+        p = positions[node]
+        if (p.start.line, p.start.column) < site_end:
+            continue
+        value = None
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+            value = node.value
+        elif isinstance(node, cst.Assign) and any(isinstance(tg.target, (cst.Attribute, cst.Subscript)) for tg in node.targets):
+            value = node.value
+        if value is not None:
+            hit = {n.value for n in iter_tree(value) if isinstance(n, cst.Name)} & shared
+            if hit:
+                return f"`{sorted(hit)[0]}` leaves the function at line {p.start.line}"
+    return None

@@ -389,6 +389,10 @@ class DataDependentBranch(Transform):
                             "the select would read an unbound name"
                         )
             selected_names = set(order)
+            escape = _identity_escape(source, func, node, arms, final is None, t)
+            if escape:
+                safety = Safety.UNSAFE
+                notes.append(f"unsafe: {escape}")
             hazard = alias_hazard(source, func, node, selected_names | _value_names(arms, t), t)
             if hazard:
                 raise _Declined(f"{hazard}; torch.where returns a new tensor, so that update would no longer "
@@ -795,6 +799,32 @@ def _value_names(arms: list[_Arm], t: A._Torch) -> set[str]:
         for _, v, _ in arm.targets:
             out |= E.alias_roots(v, t, A.FRESH)
     return out
+
+
+def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, arms: list[_Arm],
+                     implicit: bool, t: A._Torch) -> Optional[str]:
+    """Why a caller could see that a selected name no longer is the tensor it was, or None.
+
+    On a path where the original keeps an existing tensor (``y = x``, no ``else``, a view or a
+    no-op conversion of one) that is not provably made in this function, the caller may get that
+    very tensor back (and share it with its own argument); after the rewrite it gets a new one."""
+    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+    for name in _target_order(arms):
+        values = [v for arm in arms for n, v, _ in arm.targets if n == name]
+        if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
+            values.append(cst.Name(name))
+        outside = set()
+        for v in values:
+            for root in E.alias_roots(v, t, A.FRESH, modules):
+                if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
+                    outside.add(root)
+        if outside:
+            escape = E.escapes_after(func, node, source.positions, {name}, t, A.FRESH)
+            if escape:
+                return (f"on one path `{name}` keeps `{sorted(outside)[0]}`, a tensor not made in this function, and "
+                        f"{escape}; after the rewrite it is a new tensor there, which a caller that updates either "
+                        "one in place (or compares identity) would see")
+    return None
 
 
 def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:

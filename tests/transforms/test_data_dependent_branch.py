@@ -474,7 +474,9 @@ def test_checked_select_falls_back_to_the_if_when_shapes_differ():
     new = _fixed(text, dynamic=True)
     assert "_graphmend_select((x > 0).all(), self.long, self.short)" in new
     fixes = [o for o in _outcomes(text, dynamic=True) if isinstance(o, Fix)]
-    assert fixes[0].safety is Safety.SAFE  # attribute reads cannot raise; the helper checks shapes
+    # attribute reads cannot raise and the helper checks shapes, but the original returns the
+    # module's own tensor (a caller may update it in place); the select returns a new one
+    assert fixes[0].safety is Safety.UNSAFE and "`t` leaves the function" in fixes[0].notes
 
     class M:
         long = torch.ones(3)

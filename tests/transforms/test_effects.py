@@ -289,3 +289,48 @@ def test_alias_safe_case_is_rewritten_with_equal_values_and_inputs(case):
         for (out_a, args_a), (out_b, args_b) in zip(before, after):
             torch.testing.assert_close(out_b, out_a)
             torch.testing.assert_close(args_b, args_a)  # the caller's tensors after the call
+
+
+def test_identity_escape_is_unsafe_but_a_fresh_tensor_stays_safe():
+    # The fuzzer's find: a submodule that returns its argument itself on one path; the caller
+    # shares that tensor with another alias it then updates in place.
+    escaping = HEADER + """
+def f(x):
+    if x.mean() > 0:
+        x = x.clamp(max=2.0)
+    return x
+"""
+    fresh = HEADER + """
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, h):
+        h = self.norm(h)
+        if (torch.isinf(h).any()):
+            h = torch.clamp(h, min=-1000.0, max=1000.0)
+        return (h,)
+"""
+    (fix,) = [o for o in RULES[0].run(SourceFile("m.py", escaping), STATIC, None) if isinstance(o, Fix)]
+    assert fix.safety is Safety.UNSAFE and "`x` leaves the function at line 10" in fix.notes
+    x = torch.tensor([-1.0, -2.0])
+    same = x.clamp(max=2.0) if x.mean() > 0 else x  # the original: the caller's own tensor
+    selected = torch.where(x.mean() > 0, x.clamp(max=2.0), x)
+    assert same is x and selected is not x
+    (fix,) = [o for o in RULES[0].run(SourceFile("m.py", fresh), STATIC, None) if isinstance(o, Fix)]
+    assert fix.safety is Safety.SAFE, fix.notes
+
+
+@pytest.mark.parametrize("name", sorted(E.FRESH_MODULES))
+def test_fresh_module_returns_a_new_tensor(name):
+    ctor, shape = _CTOR.get(name) or ("()", (4, 8))
+    if name == "Bilinear":
+        module, args = torch.nn.Bilinear(8, 8, 2), (torch.randn(4, 8), torch.randn(4, 8))
+    elif name == "Embedding":
+        module, args = torch.nn.Embedding(10, 4), (torch.tensor([1, 2, 3]),)
+    else:
+        module, args = eval(f"torch.nn.{name}{ctor}", {"torch": torch}), (torch.randn(*shape) * 3,)
+    for mode in (True, False):
+        out = module.train(mode)(*args)
+        assert all(_storage(out) != _storage(a) for a in args), f"nn.{name} returned its argument's storage"
