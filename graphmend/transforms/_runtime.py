@@ -230,11 +230,18 @@ def _graphmend_boundary(function):
         if _graphmend_torch.compiler.is_compiling():
             # Inlined into an outer compiled region: the outer boundary replays.
             return function(*args, **kwargs)
-        if _graphmend_runtime.head is not _graphmend_runtime.root:
-            _graphmend_stale()
+        runtime = _graphmend_runtime
+        depth = getattr(runtime, "depth", 0)
+        if runtime.head is not runtime.root:
+            if depth:
+                _graphmend_flush()  # made earlier in the enclosing boundary's call: they come first
+            else:
+                _graphmend_stale()
+        runtime.depth = depth + 1
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
+            runtime.depth = depth
             # Graphs that returned before the failure applied their records: show them
             # before the exception propagates, as the original printed before raising.
             if _graphmend_runtime.head is not _graphmend_runtime.root:
@@ -243,6 +250,7 @@ def _graphmend_boundary(function):
             if restored is None:
                 raise
         else:
+            runtime.depth = depth
             if _graphmend_runtime.head is not _graphmend_runtime.root:
                 _graphmend_flush()
             return result
