@@ -309,7 +309,7 @@ def _skip_walk(node: cst.CSTNode, skip: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from _skip_walk(c, skip)
 
 
-def alias_classes(func: cst.FunctionDef, t, known_fresh: frozenset[str]) -> dict[str, set[str]]:
+def alias_classes(func: cst.FunctionDef, t, known_fresh: frozenset[str], modules: Optional[Modules] = None) -> dict[str, set[str]]:
     """For each name in ``func``, the names that may share a tensor with it (transitively):
     ``y = x.float()``, ``a, b = x.chunk(2)``, ``for h in hs``, ``cache.append(x)``, ``self.h = x``."""
     parent: dict[str, str] = {}
@@ -340,15 +340,15 @@ def alias_classes(func: cst.FunctionDef, t, known_fresh: frozenset[str]) -> dict
 
     for n in iter_tree(func):
         if isinstance(n, cst.Assign):
-            union(set().union(*(target_names(tg.target) for tg in n.targets)) | alias_roots(n.value, t, known_fresh))
+            union(set().union(*(target_names(tg.target) for tg in n.targets)) | alias_roots(n.value, t, known_fresh, modules))
         elif isinstance(n, (cst.AnnAssign, cst.AugAssign)) and n.value is not None:
-            union(target_names(n.target) | alias_roots(n.value, t, known_fresh))
+            union(target_names(n.target) | alias_roots(n.value, t, known_fresh, modules))
         elif isinstance(n, (cst.For, cst.CompFor)):
-            union(target_names(n.target) | alias_roots(n.iter, t, known_fresh))
+            union(target_names(n.target) | alias_roots(n.iter, t, known_fresh, modules))
         elif isinstance(n, cst.WithItem) and n.asname is not None:
-            union(target_names(n.asname.name) | alias_roots(n.item, t, known_fresh))
+            union(target_names(n.asname.name) | alias_roots(n.item, t, known_fresh, modules))
         elif isinstance(n, cst.NamedExpr):
-            union(target_names(n.target) | alias_roots(n.value, t, known_fresh))
+            union(target_names(n.target) | alias_roots(n.value, t, known_fresh, modules))
         elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
             kind, name = t.func(n.func)
             if kind == "method" and name not in known_fresh and name not in ALIAS_METHODS:
@@ -371,7 +371,7 @@ def later_write(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[
     """
     if not names:
         return None
-    classes = alias_classes(func, t, known_fresh)
+    classes = alias_classes(func, t, known_fresh, modules)
     shared = set(names).union(*(classes.get(n, set()) for n in names))
     site_end = (positions[site].end.line, positions[site].end.column)
     loop_range = None

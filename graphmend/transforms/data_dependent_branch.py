@@ -393,7 +393,13 @@ class DataDependentBranch(Transform):
             if escape:
                 safety = Safety.UNSAFE
                 notes.append(f"unsafe: {escape}")
-            hazard = alias_hazard(source, func, node, selected_names | _value_names(arms, t), t)
+            modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+            classes = E.alias_classes(func, t, A.FRESH, modules)
+            # A selected name that holds a tensor made here, which no other name may share, can be
+            # written later without anyone seeing which object it is.
+            private = {n for n in selected_names if classes.get(n, {n}) <= {n}
+                       and E.reaching_fresh(func, node, n, source.parent, t, A.FRESH, modules)}
+            hazard = alias_hazard(source, func, node, (selected_names - private) | _value_names(arms, t), t)
             if hazard:
                 raise _Declined(f"{hazard}; torch.where returns a new tensor, so that update would no longer "
                                 "reach the tensor the original program wrote")
