@@ -52,6 +52,7 @@ import torch
 
 
 def rescale(h):
+    h = h * 0.5  # made here: the caller never gets its own tensor back (that select would be unsafe)
     if h.sum() > 1000:
         h = h.masked_fill(h > 50, 50.0)
     return h

@@ -20,6 +20,8 @@ from typing import Iterator, Optional, Sequence
 
 import libcst as cst
 
+from graphmend.transforms._effects import ALIAS_FUNCS, ALIAS_METHODS, NON_FINITE_FUNCS, code, dotted  # noqa: F401
+
 # torch.* / F.* functions that neither raise on values, nor mutate, nor draw random numbers.
 PURE_TORCH_FUNCS = frozenset("""
 abs absolute neg negative exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan tanh
@@ -34,9 +36,9 @@ baddbmm addmm outer tril triu diag roll flip movedim swapaxes broadcast_to expan
 t bitwise_and bitwise_or bitwise_not bitwise_xor signbit heaviside hypot atan2 arctan2
 """.split())
 
-# Of those, the ones whose gradient (or value) may be inf/NaN where the arm was not meant
-# to run: where(c, a, b) back-propagates 0 * grad(a), and 0 * inf = NaN.
-NAN_PRONE = frozenset("log log2 log10 log1p sqrt rsqrt reciprocal pow div true_divide exp exp2 expm1 tan".split())
+# Ops whose value or gradient may be inf/NaN where the arm was not meant to run:
+# where(c, a, b) back-propagates 0 * grad(a), and 0 * inf = NaN (vetted in _effects).
+NAN_PRONE = frozenset(NON_FINITE_FUNCS)
 
 PURE_F_FUNCS = frozenset("""
 relu relu6 gelu silu mish sigmoid tanh softmax log_softmax softmin layer_norm group_norm
@@ -64,6 +66,10 @@ is_floating_point is_complex t tril triu roll flip movedim bitwise_and bitwise_o
 bitwise_not where type cpu
 """.split())
 
+# What returns a new tensor (never its receiver or an argument): the pure lists less the
+# views and no-op conversions, which may hand back the very tensor they were given.
+FRESH = (PURE_METHODS | PURE_TORCH_FUNCS | PURE_F_FUNCS) - frozenset(ALIAS_METHODS) - frozenset(ALIAS_FUNCS)
+
 # Reductions over the whole tensor (no arguments) give a 0-d result.
 WHOLE_REDUCTIONS = frozenset("sum mean prod amax amin max min norm std var logsumexp".split())
 BOOL_REDUCTIONS = frozenset(("any", "all"))
@@ -80,22 +86,6 @@ VIEW_ATTRS = frozenset(("T", "mT", "H", "mH", "real", "imag", "data"))
 DTYPE_NAMES = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 int16 int32 int64 long int short bool uint8 complex64".split()
 )
-
-
-def dotted(node: cst.CSTNode) -> str:
-    """``a.b.c`` for a Name/Attribute chain, else ''."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else ""
-    return ""
-
-
-def code(node: cst.CSTNode) -> str:
-    """The node's code as one logical line (no surrounding parentheses of its own)."""
-    bare = node.with_changes(lpar=(), rpar=()) if hasattr(node, "lpar") and getattr(node, "lpar") else node
-    return cst.Module(body=[]).code_for_node(bare)
 
 
 def names_in(node: cst.CSTNode, skip: Sequence[Optional[cst.CSTNode]] = ()) -> set[str]:
@@ -285,6 +275,11 @@ def _is_static_number(v: cst.CSTNode) -> bool:
 
 def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
     kind, name = t.func(node.func)
+    for arg in node.args:
+        flag = arg.keyword.value if arg.keyword is not None else ""
+        if flag == "out" or (flag == "inplace" and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")):
+            eff.problems.append(f"`{shown}` writes a tensor in place (`{flag}=`)")
+            return
     if name in RANDOM_FUNCS or name.startswith("rand"):
         eff.problems.append(f"`{shown}` draws random numbers; evaluating it on the other path would shift the random generator")
         return
@@ -310,6 +305,8 @@ def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
         if name not in PURE_F_FUNCS:
             eff.problems.append(f"`{shown}` calls F.{name}, which is not known to be free of side effects and errors")
             return
+        if name in NAN_PRONE:
+            eff.nan_prone.append(shown)
     elif kind == "method":
         if name not in PURE_METHODS and name != "div":
             receiver = code(node.func.value) if isinstance(node.func, cst.Attribute) else "?"
@@ -522,6 +519,11 @@ def _kind(expr: cst.CSTNode, t: _Torch) -> str:  # noqa: C901
                 return "tensor"
         return "unknown"
     return "unknown"
+
+
+def tensor_kind(expr: cst.CSTNode, t: _Torch) -> str:
+    """What ``expr`` evidently is: 'bool0'/'num0'/'bool'/'tensor'/'scalar', or 'unknown'."""
+    return _kind(expr, t)
 
 
 def _bool_text(expr: cst.CSTNode, t: _Torch) -> str:

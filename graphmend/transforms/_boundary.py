@@ -40,6 +40,7 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 import libcst as cst
@@ -54,221 +55,7 @@ TRAP = "_graphmend_trap"
 EQUAL = "_graphmend_equal"
 BOUNDARY = "_graphmend_boundary"
 
-RUNTIME = '''
-
-# ----------------------------------------------------------------------------------------------
-# graphmend runtime: deferred side effects (GM201-GM203) and trap lowering (GM301, GM302).
-# Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
-# as written. Under torch.compile, print / logging / warnings calls are recorded inside the graph
-# (arguments copied at the call) and replayed in order, with their original source location, by
-# the boundary installed on this module's forward methods once the compiled call has returned.
-# A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the boundary
-# turns its RuntimeError back into the original exception type and message.
-import builtins as _graphmend_builtins
-import functools as _graphmend_functools
-import logging as _graphmend_logging
-import sys as _graphmend_sys
-
-import torch as _graphmend_torch
-
-
-def _graphmend_shared_runtime():
-    # One record chain for every rewritten module: whichever boundary runs replays them all.
-    runtime = _graphmend_sys.modules.get("_graphmend_runtime")
-    if runtime is None:
-        import types
-
-        class Record:
-            # A chain, not a list: Dynamo guards on a list's length and would recompile the
-            # graph on every call; a new object linked to the old head is guarded by type only.
-            __slots__ = ("replay", "previous")
-
-            def __init__(self, replay, previous):
-                self.replay = replay
-                self.previous = previous
-
-        runtime = types.ModuleType("_graphmend_runtime")
-        runtime.Record = Record
-        runtime.root = runtime.head = Record(None, None)
-        _graphmend_sys.modules["_graphmend_runtime"] = runtime
-    return runtime
-
-
-_graphmend_runtime = _graphmend_shared_runtime()
-_graphmend_file = _graphmend_shared_runtime.__code__.co_filename
-_graphmend_trap_prefix = "graphmend-trap:"
-_graphmend_levels = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40,
-                     "exception": 40, "critical": 50, "fatal": 50}
-
-
-def _graphmend_snapshot(value):
-    # Copied at the call: a tensor changed in place later in the region is shown as it was.
-    if isinstance(value, _graphmend_torch.Tensor):
-        return value.detach().clone()
-    if type(value) in (list, tuple):
-        return type(value)(_graphmend_snapshot(item) for item in value)
-    if type(value) is dict:
-        return {key: _graphmend_snapshot(item) for key, item in value.items()}
-    return value
-
-
-def _graphmend_deferred(callee, kind, line=0, function=""):
-    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call."""
-    if not _graphmend_torch.compiler.is_compiling():
-        return callee
-
-    def record(*args, **kwargs):
-        entry = (callee, kind, line, function, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
-        _graphmend_runtime.head = _graphmend_runtime.Record((_graphmend_replay, entry), _graphmend_runtime.head)
-
-    return record
-
-
-def _graphmend_replay(callee, kind, line, function, args, kwargs):
-    if kind == "log" and isinstance(getattr(callee, "__self__", None), _graphmend_logging.Logger):
-        return _graphmend_log(callee.__self__, callee.__name__, line, function, args, kwargs)
-    if kind == "root-log":
-        if not _graphmend_logging.root.handlers:  # logging.warning() & co. do this first
-            _graphmend_logging.basicConfig()
-        return _graphmend_log(_graphmend_logging.root, callee.__name__, line, function, args, kwargs)
-    if kind == "warn":
-        return _graphmend_warn(line, *args, **kwargs)
-    return callee(*args, **kwargs)
-
-
-def _graphmend_log(logger, method, line, function, args, kwargs):
-    # Logger._log with the call site as the location (findCaller would name the replay).
-    if method == "log":
-        level, args = args[0], args[1:]
-    else:
-        level = _graphmend_levels[method]
-    if not logger.isEnabledFor(level):
-        return
-    exc_info = kwargs.get("exc_info", method == "exception")
-    if isinstance(exc_info, BaseException):
-        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-    elif exc_info and not isinstance(exc_info, tuple):
-        exc_info = _graphmend_sys.exc_info()
-    record = logger.makeRecord(logger.name, level, _graphmend_file, line, args[0], args[1:],
-                               exc_info or None, function, kwargs.get("extra"), None)
-    logger.handle(record)
-
-
-def _graphmend_warn(line, message, category=None, stacklevel=1, source=None):
-    # warnings.warn(stacklevel=1) with the call site as the location; the module's own
-    # __warningregistry__ keeps the once-per-location filters shared with eager calls.
-    import warnings
-
-    if isinstance(message, Warning):
-        category = message.__class__
-    module_globals = globals()
-    warnings.warn_explicit(message, category or UserWarning, _graphmend_file, line,
-                           module_globals.get("__name__", "<string>"),
-                           module_globals.setdefault("__warningregistry__", {}), module_globals, source)
-
-
-@_graphmend_torch.compiler.disable
-def _graphmend_flush():
-    """Replay every recorded call, oldest first; Dynamo must not trace the replay itself."""
-    runtime = _graphmend_runtime
-    node, pending = runtime.head, []
-    runtime.head = runtime.root
-    while node is not None and node is not runtime.root:
-        pending.append(node.replay)
-        node = node.previous
-    for replay, entry in reversed(pending):
-        replay(*entry)
-
-
-def _graphmend_trap(condition, exc_type, message, raise_when=True):
-    """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion."""
-    if not _graphmend_torch.compiler.is_compiling():
-        return condition
-    if not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
-            and condition.device.type == "cpu"
-            and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
-        # Keep the Python branch (and its graph break): on CUDA an assert is a fatal
-        # device-side error, and only builtin exceptions can be rebuilt at the boundary.
-        return condition
-    ok = _graphmend_torch.logical_not(condition) if raise_when else condition.bool()
-    _graphmend_torch._assert_async(ok, _graphmend_trap_prefix + exc_type.__name__ + ":" + message)
-    return not raise_when
-
-
-def _graphmend_equal(a, b):
-    """``torch.equal(a, b)`` in eager mode; under torch.compile a 0-d bool tensor (no break)."""
-    if not _graphmend_torch.compiler.is_compiling():
-        return _graphmend_torch.equal(a, b)
-    if a.shape != b.shape:  # static under compile; torch.equal never broadcasts
-        return _graphmend_torch.zeros((), dtype=_graphmend_torch.bool, device=a.device)
-    return (a == b).all()  # promotes dtypes as torch.equal does; NaN != NaN in both
-
-
-def _graphmend_restore(error):
-    text = str(error)
-    if not text.startswith(_graphmend_trap_prefix):
-        return None
-    name, _, message = text[len(_graphmend_trap_prefix):].partition(":")
-    exc_type = getattr(_graphmend_builtins, name, None)
-    if not (isinstance(exc_type, type) and issubclass(exc_type, Exception)):
-        return None
-    return exc_type(message)
-
-
-def _graphmend_boundary(function):
-    """Make ``function`` (a forward method or a compiled function) an eager boundary."""
-    if getattr(function, "__graphmend_boundary__", False):
-        return function
-
-    @_graphmend_functools.wraps(function)
-    def boundary(*args, **kwargs):
-        if _graphmend_torch.compiler.is_compiling():
-            # Inlined into an outer compiled region: the outer boundary replays.
-            return function(*args, **kwargs)
-        if _graphmend_runtime.head is not _graphmend_runtime.root:
-            _graphmend_flush()  # left by an earlier compiled call that had no boundary
-        try:
-            result = function(*args, **kwargs)
-        except BaseException as error:
-            # Graphs that returned before the failure applied their records: show them
-            # before the exception propagates, as the original printed before raising.
-            if _graphmend_runtime.head is not _graphmend_runtime.root:
-                _graphmend_flush()
-            restored = _graphmend_restore(error) if isinstance(error, RuntimeError) else None
-            if restored is None:
-                raise
-        else:
-            if _graphmend_runtime.head is not _graphmend_runtime.root:
-                _graphmend_flush()
-            return result
-        raise restored  # outside the handler: no chained RuntimeError, as in eager mode
-
-    boundary.__graphmend_boundary__ = True
-    try:
-        from torch._dynamo.eval_frame import skip_code
-    except ImportError:
-        return _graphmend_torch.compiler.disable(boundary, recursive=False)
-    # torch.compile(module) would start tracing here: run this frame eagerly and compile what
-    # it calls; nested in an outer compiled frame it is still inlined (no graph break).
-    skip_code(boundary.__code__)
-    return boundary
-
-
-def _graphmend_install_boundaries(namespace):
-    # Every module class (and torch.compile'd function) defined here becomes a boundary, so
-    # whichever of them is the outermost compiled entry replays what the region recorded.
-    name = namespace.get("__name__")
-    for key, value in list(namespace.items()):
-        if (isinstance(value, type) and issubclass(value, _graphmend_torch.nn.Module)
-                and value.__module__ == name and callable(vars(value).get("forward"))):
-            value.forward = _graphmend_boundary(vars(value)["forward"])
-        elif (callable(value) and getattr(value, "_is_torch_compile", False)
-              and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
-            namespace[key] = _graphmend_boundary(value)
-
-
-_graphmend_install_boundaries(globals())
-'''
+RUNTIME = "\n" * 2 + (Path(__file__).with_name("_runtime.py")).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -494,12 +281,149 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
                 continue
         elif not (_raises_only(node) and lowerable_condition(node.test)):
             continue
-        if func is not None and enclosing_function(source, node) is func and source.line(node) < call_line:
-            continue
+        if func is not None and enclosing_function(source, node) is func and source.line(node) < call_line \
+                and not _same_loop(source, node, call, func):
+            continue  # runs before the call (and not again in a later iteration of a loop around both)
         cls = _enclosing_class(source, node)
         if related is not None and cls is not None and cls.name.value not in related:
             continue  # a class that never calls into this one: another graph
         return f"line {source.line(node)} may raise inside the same compiled graph (a tensor-valued check), and the records of a graph that raises are lost"
+    if func is not None:
+        for node in iter_nodes(func, (cst.Subscript, cst.Call)):
+            if source.line(node) < call_line and not _same_loop(source, node, call, func):
+                continue
+            fault = _value_fault(node, _tensor_names(func))
+            if fault:
+                return (f"`{fault}` at line {source.line(node)} may fail on the values it is given (an index out of "
+                        "range) inside the same compiled graph, and the records of a graph that raises are lost")
+    return None
+
+
+# Calls whose validity depends on index values (an out-of-range index fails at run time).
+INDEXING_CALLS = frozenset("gather scatter scatter_add scatter_reduce index_select index_add index_copy index_fill "
+                           "index_put take take_along_dim embedding embedding_bag one_hot".split())
+
+
+def _value_fault(node: cst.CSTNode, tensors: set[str]) -> Optional[str]:
+    """The code of an operation that may fail on tensor values (not shapes), or None.
+
+    An index that is a Python int (a loop counter, a constant) is checked by Dynamo while it
+    traces, where the original's graph break would have come first anyway; what may fail inside
+    a graph is an index held in a tensor: one computed by a call, or a parameter of the function
+    that may be a tensor (``tensors``)."""
+    from graphmend.transforms._effects import code
+
+    if isinstance(node, cst.Call):
+        leaf = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(node.func, "value", "")
+        return code(node) if leaf.rstrip("_") in INDEXING_CALLS else None
+    assert isinstance(node, cst.Subscript)
+    for element in node.slice:
+        index = element.slice
+        if not isinstance(index, cst.Index) or _constant(index.value):
+            continue
+        parts = index.value.elements if isinstance(index.value, cst.Tuple) else [index.value]
+        for part in parts:
+            value = part.value if isinstance(part, cst.Element) else part
+            if isinstance(value, cst.Call) and getattr(value.func, "value", "") not in ("len", "int", "slice"):
+                return code(node)
+            if isinstance(value, cst.Name) and value.value in tensors:
+                return code(node)
+    return None
+
+
+def _tensor_names(func: cst.FunctionDef) -> set[str]:
+    """Parameters of ``func`` that may hold a tensor (not ``self``, not annotated int/bool)."""
+    names = set()
+    params = list(func.params.params) + list(func.params.posonly_params) + list(func.params.kwonly_params)
+    for p in params:
+        ann = p.annotation.annotation if p.annotation is not None else None
+        if p.name.value in ("self", "cls") or (isinstance(ann, cst.Name) and ann.value in ("int", "bool", "str")):
+            continue
+        names.add(p.name.value)
+    return names
+
+
+def _constant(v: cst.CSTNode) -> bool:
+    if isinstance(v, (cst.Integer, cst.Ellipsis, cst.SimpleString)) or (isinstance(v, cst.Name) and v.value == "None"):
+        return True
+    if isinstance(v, cst.UnaryOperation) and isinstance(v.operator, cst.Minus):
+        return _constant(v.expression)
+    if isinstance(v, cst.Tuple):
+        return all(_constant(e.value) or isinstance(e.value, cst.Slice) for e in v.elements)
+    return False
+
+
+def _same_loop(source: SourceFile, a: cst.CSTNode, b: cst.CSTNode, func: cst.FunctionDef) -> bool:
+    """Whether a ``for``/``while`` inside ``func`` holds both nodes (``a`` runs again after ``b``)."""
+    from graphmend.transforms.base import iter_nodes
+
+    for loop in iter_nodes(func, (cst.For, cst.While)):
+        inside = set(map(id, iter_nodes(loop.body, (type(a), type(b)))))
+        if id(a) in inside and id(b) in inside:
+            return True
+    return False
+
+
+def state_written_before(source: SourceFile, site: cst.CSTNode) -> Optional[str]:
+    """A write to state that outlives the call (an attribute, a subscript, an in-place tensor
+    update) that may run in the same compiled graph before ``site``: in its function before it
+    (or anywhere in a loop around it), or in any method of its class or of a class of this file
+    that uses it. A graph that raises inside (a lowered trap) loses such writes: Dynamo applies
+    them when the graph returns."""
+    from graphmend.transforms.base import iter_nodes
+
+    func = enclosing_function(source, site)
+    own = _enclosing_class(source, site)
+    related = _users_of(source, own.name.value) if own is not None else set()
+    scopes = [func] if func is not None else []
+    for stmt in source.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value in related:
+            scopes.extend(f for f in iter_nodes(stmt.body, (cst.FunctionDef,))
+                          if f is not func and f.name.value != "__init__")  # construction is not in the graph
+    for scope in scopes:
+        for node in iter_nodes(scope, (cst.AugAssign, cst.AssignTarget, cst.Call)):
+            if scope is func and source.line(node) >= source.line(site) and not _same_loop(source, node, site, func):
+                continue
+            what = _state_write(node)
+            if what:
+                return f"`{what}` at line {source.line(node)}"
+    return None
+
+
+def _state_write(node: cst.CSTNode) -> Optional[str]:
+    from graphmend.transforms._effects import code
+
+    if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+        return code(node)
+    if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
+        return code(node.target) + " = ..."
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        name = node.func.attr.value
+        receiver = node.func.value
+        if name.endswith("_") and not name.endswith("__") and isinstance(receiver, (cst.Attribute, cst.Subscript)):
+            return code(node)  # self.buf.add_(1): a buffer updated in place
+        if name in ("append", "extend", "insert", "pop", "update", "setdefault", "clear", "add", "remove") \
+                and isinstance(receiver, cst.Attribute):
+            return code(node)
+    return None
+
+
+def try_in_callers(source: SourceFile, site: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """A ``try`` with handlers in a method of this file that may call into ``site``'s code (any
+    method of its class, or of a class of this file that uses it): under compile its handler
+    never sees the trap, which fails the whole graph."""
+    from graphmend.transforms.base import iter_nodes
+
+    own = _enclosing_class(source, site)
+    if own is None:
+        return None
+    related = _users_of(source, own.name.value)
+    for stmt in source.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value in related:
+            methods = [f for f in iter_nodes(stmt.body, (cst.FunctionDef,)) if f.name.value != "__init__"]
+            for node in (t for f in methods for t in iter_nodes(f, (cst.Try,))):
+                if node.handlers and not any(id(n) == id(site) for n in iter_nodes(node, (type(site),))):
+                    return node
     return None
 
 

@@ -98,8 +98,9 @@ class DeferredCallRule(Transform):
             f"Eager mode runs {shown}(...) as written. Under torch.compile it is recorded with its "
             f"arguments copied and replayed after the compiled call by the boundary on {placement.where}. "
             f"If the callable you compile is defined elsewhere and calls into this module, wrap it "
-            f"(`compiled = {module}._graphmend_boundary(torch.compile(fn))`); otherwise the records wait, "
-            f"accumulating, until one of this module's forwards is called outside a compiled region."
+            f"(`compiled = {module}._graphmend_boundary(torch.compile(fn))`); otherwise the next call of one "
+            f"of this module's forwards outside a compiled region raises an error naming the records "
+            f"that were never replayed (it never replays them into the wrong call)."
         )
         safety = Safety.SAFE
         if raises:
@@ -154,22 +155,47 @@ OUTPUT_NAMES = frozenset({"print", "warn", "debug", "info", "warning", "error", 
 
 
 def _immediate_output(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> Optional[str]:
-    """Another output call in the same function that cannot be deferred (its result is used,
-    or it names a frame of the stack): it would print at once while the deferred ones wait."""
+    """Another output in the same function that stays immediate while the deferred ones wait, so
+    under compile it would appear out of order: an output call that cannot be deferred (its
+    result is used, or it names a frame of the stack), a direct write to ``sys.stdout`` /
+    ``sys.stderr``, or a call of a helper function of this file that prints without a boundary
+    of its own (its output call is never deferred)."""
+    return _immediate_in(source, func, call, set())
+
+
+def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.Call], seen: set[str]) -> Optional[str]:
+    helpers = {stmt.name.value: stmt for stmt in source.module.body if isinstance(stmt, cst.FunctionDef)}
     for other in iter_nodes(func, (cst.Call,)):
         if other is call:
             continue
         callee = other.func
-        leaf = callee.attr.value if isinstance(callee, cst.Attribute) else getattr(callee, "value", "")
-        if leaf not in OUTPUT_NAMES or (isinstance(callee, cst.Name) and leaf not in ("print", "warn")):
+        where = f"at line {source.line(other)}"
+        if dotted(callee).split(".")[-2:] in (["stdout", "write"], ["stderr", "write"]):
+            return f"`{_short(source.code(callee))}(...)` {where}"
+        if isinstance(callee, cst.Name) and callee.value in helpers and callee.value not in seen:
+            helper = helpers[callee.value]
+            seen.add(callee.value)
+            inner = _immediate_in(source, helper, None, seen)
+            if inner is None and any(_is_output(c) and not B.plan(source, c).proven for c in iter_nodes(helper, (cst.Call,))):
+                inner = "an output call with no boundary to defer it to"
+            if inner:
+                return f"`{callee.value}(...)` {where} (it reaches {inner})"
             continue
-        if isinstance(callee, cst.Call):
+        if not _is_output(other):
             continue
         used = not isinstance(source.parent(other), cst.Expr)
         stack = any(a.keyword is not None and a.keyword.value in ("stacklevel", "stack_info") for a in other.args)
         if used or stack:
-            return f"`{_short(source.code(callee))}(...)` at line {source.line(other)}"
+            return f"`{_short(source.code(callee))}(...)` {where}"
     return None
+
+
+def _is_output(call: cst.Call) -> bool:
+    callee = call.func
+    leaf = callee.attr.value if isinstance(callee, cst.Attribute) else getattr(callee, "value", "")
+    if leaf not in OUTPUT_NAMES or (isinstance(callee, cst.Name) and leaf not in ("print", "warn")):
+        return False
+    return not isinstance(callee, cst.Call)
 
 
 def _short(text: str) -> str:

@@ -20,6 +20,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
+from graphmend.transforms import _effects as E
 from graphmend.transforms import data_dependent_branch as gm101
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
@@ -154,7 +155,17 @@ class ConditionalExpressionOnTensor(Transform):
         checker = gm101.DataDependentBranch()
         checker._dtypes, checker._scalars = {}, frozenset()
         checker._needs_helper, checker._proven_last = False, True
+        checker._no_grad = gm101.grad_disabled(source, node)
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
+        func = source.enclosing(node, (cst.FunctionDef,))
+        chosen = E.alias_roots(node.body, t, A.FRESH) | E.alias_roots(node.orelse, t, A.FRESH)
+        if chosen:
+            modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+            why = E.operand_written(node, source.parent, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
+            why = why or gm101.alias_hazard(source, func, node, chosen, t)  # type: ignore[arg-type]
+            if why:
+                raise _Declined(f"{why}; the select makes a new tensor, so that update would miss the tensor "
+                                "the original program wrote")
         select = checker._select_fn(torch_name)
         text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
         new = cst.parse_expression(text).with_changes(lpar=node.lpar, rpar=node.rpar)

@@ -32,6 +32,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
+from graphmend.transforms import _effects as E
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
@@ -193,9 +194,9 @@ class DataDependentBranch(Transform):
         ),
         # The same call with different positional arguments: the call runs once, as before.
         (
-            "import torch\n\ndef f(self, x, mask):\n    if mask.all():\n        out = self.proj(x.detach(), scale=2)\n    else:\n"
-            "        out = self.proj(x, scale=2)\n    return out\n",
-            "import torch\n\ndef f(self, x, mask):\n    out = self.proj(torch.where(mask.all(), x.detach(), x), scale=2)\n    return out\n",
+            "import torch\n\ndef f(x, w, mask):\n    if mask.all():\n        out = torch.nn.functional.linear(x.detach(), w)\n    else:\n"
+            "        out = torch.nn.functional.linear(x, w)\n    return out\n",
+            "import torch\n\ndef f(x, w, mask):\n    out = torch.nn.functional.linear(torch.where(mask.all(), x.detach(), x), w)\n    return out\n",
         ),
     )
 
@@ -272,6 +273,11 @@ class DataDependentBranch(Transform):
             parts = tensor_parts if i == 0 else [test]
             preds = []
             for part in parts:
+                if len(parts) > 1 and A.tensor_kind(part, t) == "unknown":
+                    # `self.clip and (x > t).any()`: if `self.clip` is a Python bool, `and` skips
+                    # the rest when it is false, and `.bool()` on it would raise.
+                    raise _Declined(f"cannot show that `{A.code(part)}` is a tensor; if it is a Python value, "
+                                    "`and` decides on it alone and tensor methods on it would raise")
                 try:
                     preds.append(A.tensor_predicate(part, t, trusted=ctx.verified))
                 except A.NotATensor as exc:
@@ -297,6 +303,7 @@ class DataDependentBranch(Transform):
             if not eff.ok and not isinstance(part, cst.Comparison):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
 
+        self._no_grad = grad_disabled(source, node)
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         self._dtypes = _known_dtypes(static, t)
         self._scalars = frozenset()
@@ -341,9 +348,8 @@ class DataDependentBranch(Transform):
                 eff = A.effects(value, t)
                 if not eff.ok:
                     raise _Declined(f"the setup statement `{A.code(s)}`: {eff.problems[0]}; it cannot be hoisted")
-                if eff.nan_prone:
-                    safety = Safety.UNSAFE
-                    notes.append(f"`{eff.nan_prone[0]}` in a setup statement may produce inf/NaN on the other path")
+                if eff.nan_prone and not self._no_grad:
+                    raise _Declined(_nan_reason(eff.nan_prone[0]))
                 fallible = A.shape_fallible(value, t, self._scalars, self._dtypes)
                 if fallible:
                     safety = Safety.UNSAFE
@@ -383,12 +389,20 @@ class DataDependentBranch(Transform):
                             "the select would read an unbound name"
                         )
             selected_names = set(order)
-            mutated = _mutated_names(func, node) & (selected_names | _value_names(arms))
-            if mutated:
-                raise _Declined(
-                    f"`{sorted(mutated)[0]}` is updated in place elsewhere in the function; torch.where returns a new "
-                    "tensor, so the update would no longer reach the same object"
-                )
+            escape = _identity_escape(source, func, node, arms, final is None, t)
+            if escape:
+                safety = Safety.UNSAFE
+                notes.append(f"unsafe: {escape}")
+            modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+            classes = E.alias_classes(func, t, A.FRESH, modules)
+            # A selected name that holds a tensor made here, which no other name may share, can be
+            # written later without anyone seeing which object it is.
+            private = {n for n in selected_names if classes.get(n, {n}) <= {n}
+                       and E.reaching_fresh(func, node, n, source.parent, t, A.FRESH, modules)}
+            hazard = alias_hazard(source, func, node, (selected_names - private) | _value_names(arms, t), t)
+            if hazard:
+                raise _Declined(f"{hazard}; torch.where returns a new tensor, so that update would no longer "
+                                "reach the tensor the original program wrote")
         # A local read in a branch must be bound on the other path too, where it now runs.
         local = _assigned_in(func)
         for i, arm in enumerate(arms):
@@ -447,6 +461,16 @@ class DataDependentBranch(Transform):
         else:
             stmt, differing = call_shape  # type: ignore[misc]
             call = _call_of(stmt)
+            chosen = set().union(*(E.alias_roots(_call_of(arm.call_stmt).args[k].value, t, A.FRESH)  # type: ignore[arg-type]
+                                    for arm in arms for k in differing))
+            modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+            written, why = E.call_writes(call, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
+            if chosen and why:
+                raise _Declined(f"{why}; after the rewrite it would get a new tensor instead of `{sorted(chosen)[0]}`")
+            target = [stmt.targets[0].target.value] if isinstance(stmt, cst.Assign) else []  # type: ignore[union-attr]
+            hazard = alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
+            if hazard:
+                raise _Declined(f"{hazard}; the selected argument is a new tensor after the rewrite")
             new_args = list(call.args)
             for k in differing:
                 values = [_call_of(arm.call_stmt).args[k].value for arm in arms]  # type: ignore[arg-type]
@@ -510,11 +534,10 @@ class DataDependentBranch(Transform):
             if not eff.ok:
                 raise _Declined(f"{what}: {eff.problems[0]}, and both branches are evaluated after the rewrite")
             if eff.nan_prone:
-                safety = Safety.UNSAFE
-                notes.append(
-                    f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; under autograd "
-                    "torch.where's gradient is then NaN (0 * inf)"
-                )
+                if not self._no_grad:
+                    raise _Declined(_nan_reason(eff.nan_prone[0]))
+                notes.append(f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; no gradient "
+                             "flows here (no_grad/inference_mode), and torch.where selects the other value")
             fallible = A.shape_fallible(v, t, self._scalars, self._dtypes)
             if fallible:
                 safety = Safety.UNSAFE
@@ -555,6 +578,28 @@ class DataDependentBranch(Transform):
 
 # ------------------------------------------------------------------------------------------
 # helpers
+
+
+def _nan_reason(expr: str) -> str:
+    return (f"`{expr}` may be inf/NaN where its branch is not taken; torch.where evaluates both arms and "
+            "back-propagates 0 * inf = NaN through the unselected one, and gradients may flow here (no "
+            "enclosing torch.no_grad()/inference_mode())")
+
+
+def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
+    """Whether ``node`` provably runs with autograd off: inside ``with torch.no_grad()`` /
+    ``torch.inference_mode()``, or in a function decorated with one of them."""
+    off = ("no_grad", "inference_mode")
+    cur = source.parent(node)
+    while cur is not None:
+        if isinstance(cur, cst.With) and any(
+                isinstance(i.item, cst.Call) and A.dotted(i.item.func).split(".")[-1] in off for i in cur.items):
+            return True
+        if isinstance(cur, cst.FunctionDef):
+            return any(A.dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1] in off
+                       for d in cur.decorators)
+        cur = source.parent(cur)
+    return False
 
 
 def _known_dtypes(static: list[cst.BaseExpression], t: A._Torch) -> dict[str, str]:
@@ -753,48 +798,50 @@ def _target_order(arms: list[_Arm]) -> list[str]:
     return list(longest)
 
 
-def _value_names(arms: list[_Arm]) -> set[str]:
+def _value_names(arms: list[_Arm], t: A._Torch) -> set[str]:
+    """Names whose tensors a selected value may be (``x``, ``x.float()``, ``x.view(...)``)."""
     out: set[str] = set()
     for arm in arms:
         for _, v, _ in arm.targets:
-            if isinstance(v, (cst.Name, cst.Attribute, cst.Subscript)) or _is_view(v):
-                out |= A.names_in(v)
+            out |= E.alias_roots(v, t, A.FRESH)
     return out
 
 
-def _is_view(v: cst.CSTNode) -> bool:
-    if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute):
-        return v.func.attr.value in ("view", "view_as", "reshape", "transpose", "permute", "squeeze", "unsqueeze",
-                                     "expand", "expand_as", "t", "detach", "contiguous", "to", "type_as", "flatten")
-    return isinstance(v, cst.Attribute) and v.attr.value in A.VIEW_ATTRS
+def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, arms: list[_Arm],
+                     implicit: bool, t: A._Torch) -> Optional[str]:
+    """Why a caller could see that a selected name no longer is the tensor it was, or None.
+
+    On a path where the original keeps an existing tensor (``y = x``, no ``else``, a view or a
+    no-op conversion of one) that is not provably made in this function, the caller may get that
+    very tensor back (and share it with its own argument); after the rewrite it gets a new one."""
+    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+    for name in _target_order(arms):
+        values = [v for arm in arms for n, v, _ in arm.targets if n == name]
+        if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
+            values.append(cst.Name(name))
+        outside = set()
+        for v in values:
+            for root in E.alias_roots(v, t, A.FRESH, modules):
+                if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
+                    outside.add(root)
+        if outside:
+            escape = E.escapes_after(func, node, source.positions, {name}, t, A.FRESH)
+            if escape:
+                return (f"on one path `{name}` keeps `{sorted(outside)[0]}`, a tensor not made in this function, and "
+                        f"{escape}; after the rewrite it is a new tensor there, which a caller that updates either "
+                        "one in place (or compares identity) would see")
+    return None
+
+
+def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:
+    """Why replacing ``names``' values by a select may lose an in-place update, or None."""
+    cls = source.enclosing(func, (cst.ClassDef,))
+    return E.later_write(func, site, source.positions, names, t, A.FRESH, E.Modules(cls))  # type: ignore[arg-type]
 
 
 def _names_outside(func: cst.FunctionDef, node: cst.If, following_return: Optional[cst.CSTNode]) -> set[str]:
     skip = (node, following_return)
     return A.names_in(func.params, skip) | A.names_in(func.body, skip)
-
-
-def _mutated_names(func: cst.FunctionDef, node: cst.If) -> set[str]:
-    """Names updated in place anywhere in the function outside the `if` itself."""
-    found: set[str] = set()
-    for n in A._iter(func.body):
-        if n is node:
-            continue
-        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
-            attr = n.func.attr.value
-            if attr.endswith("_") and not attr.endswith("__"):
-                found |= _root_names(n.func.value)
-        elif isinstance(n, cst.AugAssign):
-            found |= _root_names(n.target)
-        elif isinstance(n, cst.AssignTarget) and isinstance(n.target, (cst.Subscript, cst.Attribute)):
-            found |= _root_names(n.target.value)
-    return found
-
-
-def _root_names(n: cst.CSTNode) -> set[str]:
-    while isinstance(n, (cst.Attribute, cst.Subscript)):
-        n = n.value
-    return {n.value} if isinstance(n, cst.Name) else set()
 
 
 def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: SourceFile) -> bool:

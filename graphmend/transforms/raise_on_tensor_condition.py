@@ -179,6 +179,14 @@ class RaiseOnTensorCondition(Transform):
         handler = B.inside_try(source, node)
         if handler is not None:
             return self.decline(source, node, f"the check is inside the `try` at line {source.line(handler)}, whose handlers expect {name}, not the assertion's RuntimeError")
+        caller_try = B.try_in_callers(source, node)
+        if caller_try is not None:
+            return self.decline(source, node, f"the `try` at line {source.line(caller_try)} may call this check; under compile "
+                                "the assertion fails the whole graph, so its handler would not see {name}".replace("{name}", name))
+        written = B.state_written_before(source, node)
+        if written:
+            return self.decline(source, node, f"{written} may write state in the same compiled graph before the check; "
+                                "a graph that raises loses that write (Dynamo applies it when the graph returns)")
         if B.enclosing_function(source, node) is None:
             return self.decline(source, node, "the check runs at module level, outside any compiled region")
         test, raise_when = node.test, True

@@ -132,7 +132,7 @@ MUST_DECLINE = {
                 y = x * 2
             y.mul_(2)
             return y
-        """, "updated in place elsewhere"),
+        """, "updates a tensor in place"),
     "random draw": ("""
         def f(x):
             if x.sum() > 0:
@@ -257,6 +257,12 @@ MUST_DECLINE = {
                 state = x * 2
             return x
         """, "declared global/nonlocal"),
+    "a Python bool conjunct": ("""
+        def f(x, clip: bool):
+            if clip and (x > 3).any():
+                x = x.clamp(max=3)
+            return x
+        """, "cannot show that `clip` is a tensor"),
 }
 
 
@@ -360,7 +366,7 @@ def test_multiple_targets_bind_the_condition_once():
             assert torch.equal(a, b)
 
 
-def test_nan_prone_branch_is_unsafe():
+def test_nan_prone_branch_is_declined_where_gradients_may_flow():
     text = _src("""
         def f(x):
             if (x > 0).all():
@@ -368,11 +374,37 @@ def test_nan_prone_branch_is_unsafe():
             return x
         """)
     outcomes = _outcomes(text, dynamic=False)
-    fixes = [o for o in outcomes if isinstance(o, Fix)]
-    assert fixes and fixes[0].safety is Safety.UNSAFE and "NaN" in fixes[0].notes
-    # at the default threshold it is reported, not applied
-    result = fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), [RULE])
-    assert result.text == text and result.skipped and "--unsafe-fixes" in result.skipped[0].reason
+    assert not any(isinstance(o, Fix) for o in outcomes)
+    assert any("0 * inf = NaN" in o.reason for o in outcomes if isinstance(o, Decline))
+    # the forced rewrite would be wrong: equal values, NaN gradient from the unselected arm
+    x = torch.tensor([0.0, 2.0], requires_grad=True)
+    torch.where((x > 0).all(), torch.log(x), x).sum().backward()
+    assert torch.isnan(x.grad).any()
+
+
+@pytest.mark.parametrize("body", [
+    "if (x > 0).all():\n        x = torch.softmax(x, -1)",
+    "if (x > 0).all():\n        x = x.logsumexp(-1, keepdim=True) + x",
+    "if (x > 0).all():\n        x = torch.hypot(x, x)",
+    "if (x > 0).all():\n        x = F.log_softmax(x, -1)",
+])
+def test_more_non_finite_arms_are_declined(body):
+    text = _src(f"def f(x):\n    {body}\n    return x\n")
+    outcomes = _outcomes(text, dynamic=False)
+    assert not any(isinstance(o, Fix) for o in outcomes)
+
+
+def test_nan_prone_branch_under_no_grad_is_rewritten():
+    text = _src("""
+        @torch.no_grad()
+        def f(x):
+            if (x > 0).all():
+                x = torch.log(x)
+            return x
+        """)
+    new = _fixed(text)
+    x = torch.tensor([-1.0, 2.0])
+    assert torch.equal(_load(new)(x), _load(text)(x))
 
 
 def test_suppression_comment_is_honoured():
@@ -442,7 +474,9 @@ def test_checked_select_falls_back_to_the_if_when_shapes_differ():
     new = _fixed(text, dynamic=True)
     assert "_graphmend_select((x > 0).all(), self.long, self.short)" in new
     fixes = [o for o in _outcomes(text, dynamic=True) if isinstance(o, Fix)]
-    assert fixes[0].safety is Safety.SAFE  # attribute reads cannot raise; the helper checks shapes
+    # attribute reads cannot raise and the helper checks shapes, but the original returns the
+    # module's own tensor (a caller may update it in place); the select returns a new one
+    assert fixes[0].safety is Safety.UNSAFE and "`t` leaves the function" in fixes[0].notes
 
     class M:
         long = torch.ones(3)

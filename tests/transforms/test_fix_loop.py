@@ -17,8 +17,10 @@ from graphmend.model import Category, GraphBreak, TargetResult, to_dict
 from graphmend.schemas import validate
 from graphmend.verify.results import FixVerdict, VerifyReport
 
-MODEL = "import torch\n\n\ndef f(x):\n    if (x > 1).any():\n        x = x.masked_fill(x > 1, 1.0)\n    return x\n"
-BREAK = GraphBreak("src/m.py", 5, "Data-dependent branching", Category.DATA_DEPENDENT_BRANCH, rule="GM101",
+# `x` is made in the function (tanh) before it is selected: the caller never gets its own tensor
+# back, so the select is safe (a returned argument would make it unsafe: see test_effects).
+MODEL = "import torch\n\n\ndef f(x):\n    x = torch.tanh(x) * 2\n    if (x > 1).any():\n        x = x.masked_fill(x > 1, 1.0)\n    return x\n"
+BREAK = GraphBreak("src/m.py", 6, "Data-dependent branching", Category.DATA_DEPENDENT_BRANCH, rule="GM101",
                    verified=True, target="t")
 
 

@@ -1,0 +1,493 @@
+"""Effects and aliases: what an expression may write, alias, raise or make non-finite.
+
+The rules share this module to prove that a rewrite keeps the program's behaviour. Every
+question is answered conservatively: anything not on a vetted list is assumed to do the worst.
+
+- **may-alias** (:func:`alias_roots`): the names whose tensors the value of an expression may be
+  (or share storage with, or contain). A view, a no-op conversion (``.float()`` on a float
+  tensor, ``.cpu()`` on CPU, ``.to(same)``, ``.contiguous()``) returns its receiver itself; an
+  unknown call may return any argument or its receiver.
+- **may-write** (:func:`written_roots`): the names whose tensors (or objects) evaluating a node
+  may update: an in-place method (``x.add_()``), an ``out=`` argument, an ``inplace=True`` flag
+  (``F.relu(x, inplace=True)``), a module built with ``inplace=True`` (``nn.ReLU(inplace=True)``),
+  an augmented or subscript/attribute store, and any call this module does not know, which may
+  write its arguments and its receiver (``self.cache.update(x)``, ``helper(x)``).
+- **may-be-non-finite** (:data:`NON_FINITE_FUNCS`): ops whose value or gradient may be inf/NaN for
+  finite inputs (``torch.where`` back-propagates ``0 * grad`` through the unselected arm, and
+  ``0 * inf`` is NaN).
+- **may-raise / may-consume-RNG**: see ``_analysis.effects`` (the off-predicate evaluation check),
+  which draws on the same lists.
+
+The lists are data; ``tests/transforms/test_effects.py`` checks each entry against torch.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+# Tensor methods that may return their receiver itself or a view of its storage (with the
+# arguments the vetting test calls them with). A conversion returns ``self`` when it changes
+# nothing: ``.float()`` on float32, ``.cpu()`` on a CPU tensor, ``.to(dtype)`` on that dtype.
+ALIAS_METHODS: dict[str, str] = {
+    "float": "()", "double": "()", "half": "()", "bfloat16": "()", "int": "()", "long": "()", "short": "()",
+    "bool": "()", "byte": "()", "char": "()", "to": "(torch.float32)", "type": "(torch.float32)",
+    "type_as": "(x)", "cpu": "()", "contiguous": "()", "detach": "()", "view": "(-1)", "view_as": "(x)",
+    "reshape": "(-1)", "reshape_as": "(x)", "expand": "(2, 3)", "expand_as": "(x)", "flatten": "()",
+    "unflatten": "(1, (1, 3))", "squeeze": "()", "unsqueeze": "(0)", "transpose": "(0, 1)", "permute": "(1, 0)",
+    "movedim": "(0, 1)", "moveaxis": "(0, 1)", "swapaxes": "(0, 1)", "swapdims": "(0, 1)", "t": "()",
+    "narrow": "(1, 0, 2)", "select": "(1, 0)", "unbind": "()", "split": "(1)", "chunk": "(2)",
+    "diagonal": "()", "as_strided": "((2,), (1,))", "unfold": "(1, 2, 1)", "requires_grad_": "(False)",
+}
+# Attributes that are views of the tensor (``x.T``, ``x.data``).
+ALIAS_ATTRS = frozenset(("T", "mT", "H", "mH", "real", "imag", "data"))
+# torch.f(x, ...) that may return ``x`` itself or a view of it.
+ALIAS_FUNCS: dict[str, str] = {
+    "reshape": "(x, (-1,))", "flatten": "(x)", "squeeze": "(x)", "unsqueeze": "(x, 0)", "transpose": "(x, 0, 1)",
+    "permute": "(x, (1, 0))", "movedim": "(x, 0, 1)", "moveaxis": "(x, 0, 1)", "swapaxes": "(x, 0, 1)",
+    "narrow": "(x, 1, 0, 2)", "select": "(x, 1, 0)", "unbind": "(x)", "split": "(x, 1)", "chunk": "(x, 2)",
+    "detach": "(x)", "t": "(x)", "diagonal": "(x)", "as_strided": "(x, (2,), (1,))", "broadcast_to": "(x, (2, 3))",
+    "atleast_1d": "(x)", "atleast_2d": "(x)", "atleast_3d": "(x)", "view_as_real": "(x.to(torch.complex64))",
+    "as_tensor": "(x)", "asarray": "(x)", "tensor_split": "(x, 2, 1)", "hsplit": "(x, 1)", "vsplit": "(x, 1)",
+}
+# functional ops taking ``inplace=True``: they write their first argument and return it.
+INPLACE_FLAG_FUNCS = frozenset("""
+relu relu6 leaky_relu elu selu celu hardtanh hardswish hardsigmoid silu mish threshold rrelu
+dropout dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout
+""".split())
+# nn modules whose ``inplace=True`` makes ``module(x)`` write ``x``.
+INPLACE_FLAG_MODULES = frozenset("""
+ReLU ReLU6 LeakyReLU ELU SELU CELU Hardtanh Hardswish Hardsigmoid SiLU Mish Threshold RReLU
+Dropout Dropout1d Dropout2d Dropout3d
+""".split())
+# nn modules that never write the tensor they are called with (they may update their own
+# buffers, e.g. BatchNorm's running statistics: that is ``self`` state, not the argument).
+NON_WRITING_MODULES = frozenset("""
+Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d LayerNorm
+GroupNorm RMSNorm BatchNorm1d BatchNorm2d BatchNorm3d InstanceNorm1d InstanceNorm2d Embedding
+Identity GELU Tanh Sigmoid Softmax LogSoftmax Softplus Flatten Unflatten MaxPool1d MaxPool2d
+AvgPool1d AvgPool2d AdaptiveAvgPool1d AdaptiveAvgPool2d AlphaDropout FeatureAlphaDropout
+""".split()) | INPLACE_FLAG_MODULES
+# nn modules whose call returns a new tensor, never (a view of) its argument, in train and eval
+# mode (Dropout returns its input itself in eval mode, Identity/Flatten always: not here).
+FRESH_MODULES = frozenset("""
+Linear Bilinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d LayerNorm
+GroupNorm RMSNorm BatchNorm1d BatchNorm2d BatchNorm3d InstanceNorm1d InstanceNorm2d Embedding
+GELU Tanh Sigmoid Softmax LogSoftmax Softplus MaxPool1d MaxPool2d AvgPool1d AvgPool2d
+AdaptiveAvgPool1d AdaptiveAvgPool2d ReLU ReLU6 LeakyReLU ELU SELU CELU Hardtanh Hardswish
+Hardsigmoid SiLU Mish
+""".split())
+# Ops whose value or gradient may be inf/NaN for finite inputs (with an example the vetting
+# test runs: value or gradient non-finite). ``where`` then back-propagates 0 * inf = NaN.
+NON_FINITE_FUNCS: dict[str, str] = {
+    "log": "(z)", "log2": "(z)", "log10": "(z)", "log1p": "(-o)", "sqrt": "(z)", "rsqrt": "(z)",
+    "reciprocal": "(z)", "pow": "(z, 0.5)", "div": "(o, z)", "true_divide": "(o, z)", "exp": "(o * 1000)",
+    "exp2": "(o * 1000)", "expm1": "(o * 1000)",
+    "softmax": "(n, -1)", "log_softmax": "(n, -1)", "logsumexp": "(n, -1)", "hypot": "(z, z)",
+    "norm": "(o * 1e30)", "std": "(o[:1, :1])", "var": "(o[:1, :1])", "acos": "(o)", "asin": "(o)",
+    "atanh": "(o)", "acosh": "(o)", "logit": "(z)", "erfinv": "(o)", "lgamma": "(z)", "digamma": "(z)",
+    "xlogy": "(z, z)", "sinh": "(o * 1000)", "cosh": "(o * 1000)", "softmin": "(-n, -1)",
+    "cdist": "(o * 1e30, z)", "dist": "(o * 1e30, z)",
+}
+# Torch functions that return a Python value or never write: builtins safe to call on anything.
+NON_WRITING_BUILTINS = frozenset("""
+len isinstance issubclass hasattr getattr callable type id repr str int float bool tuple list
+dict set frozenset range enumerate zip reversed sorted min max abs sum any all round divmod hash
+iter print format super
+""".split())
+# list/dict methods: they add or remove references in the container, never write a tensor
+# (``alias_classes`` still records that the container now holds its argument).
+CONTAINER_METHODS = frozenset("append extend insert pop get keys values items setdefault index count copy".split())
+
+
+def dotted(node: cst.CSTNode) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else ''."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else ""
+    return ""
+
+
+def code(node: cst.CSTNode) -> str:
+    """The node's code as one logical line (no surrounding parentheses of its own)."""
+    bare = node.with_changes(lpar=(), rpar=()) if hasattr(node, "lpar") and getattr(node, "lpar") else node
+    return cst.Module(body=[]).code_for_node(bare)
+
+
+def iter_tree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for c in node.children:
+        yield from iter_tree(c)
+
+
+def roots(n: cst.CSTNode) -> set[str]:
+    """The variable a target or receiver expression belongs to (``a`` of ``a.b[0].c``)."""
+    while isinstance(n, (cst.Attribute, cst.Subscript)):
+        n = n.value
+    return {n.value} if isinstance(n, cst.Name) else set()
+
+
+class Modules:
+    """What the class around a site says about its submodules: ``self.act = nn.ReLU(inplace=True)``."""
+
+    def __init__(self, cls: Optional[cst.ClassDef] = None):
+        self.writers: set[str] = set()  # self.<name> modules that write their argument
+        self.vetted: set[str] = set()  # self.<name> modules known not to write their argument
+        self.fresh: set[str] = set()  # self.<name> modules known to return a new tensor
+        if cls is None:
+            return
+        seen: dict[str, list[bool]] = {}
+        fresh: dict[str, list[bool]] = {}
+        for node in iter_tree(cls.body):
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+                continue
+            value = node.value
+            name = target.attr.value
+            ok = (isinstance(value, cst.Call) and dotted(value.func).split(".")[-1] in NON_WRITING_MODULES
+                  and dotted(value.func).split(".")[0] in ("nn", "torch"))
+            seen.setdefault(name, []).append(ok and not _inplace_flag(value))  # type: ignore[arg-type]
+            fresh.setdefault(name, []).append(ok and not _inplace_flag(value)  # type: ignore[arg-type]
+                                              and dotted(value.func).split(".")[-1] in FRESH_MODULES)  # type: ignore[union-attr]
+            if isinstance(value, cst.Call) and _inplace_flag(value):
+                self.writers.add(name)
+        self.vetted = {n for n, oks in seen.items() if all(oks)}
+        self.fresh = {n for n, oks in fresh.items() if all(oks)}
+
+
+def _inplace_flag(call: cst.Call) -> bool:
+    """``inplace=<anything but False>``: an unknown flag value is taken as True."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "inplace":
+            return not (isinstance(a.value, cst.Name) and a.value.value == "False")
+    return False
+
+
+def _callee_kind(call: cst.Call, t) -> tuple[str, str]:
+    return t.func(call.func)
+
+
+def _is_self_module(call: cst.Call) -> Optional[str]:
+    f = call.func
+    if isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self":
+        return f.attr.value
+    return None
+
+
+def call_writes(call: cst.Call, t, modules: Modules, known_methods: frozenset[str]) -> tuple[set[str], str]:
+    """The roots one call may write, and why (empty when it provably writes none).
+
+    ``known_methods`` are tensor methods known not to write (the caller's vetted list)."""
+    kind, name = _callee_kind(call, t)
+    args = [a for a in call.args]
+    written: set[str] = set()
+    why = ""
+    for a in args:
+        if a.keyword is not None and a.keyword.value == "out":
+            written |= set().union(*(roots(e) for e in _elements(a.value)))
+            why = f"`{code(call)}` writes its `out=` argument"
+    firsts = [a.value for a in args if a.keyword is None and not a.star]
+    if _inplace_flag(call):
+        written |= roots(firsts[0]) if firsts else set()
+        if kind == "method" and isinstance(call.func, cst.Attribute):
+            written |= roots(call.func.value)
+        why = why or f"`{code(call)}` updates its argument in place (`inplace=`)"
+    if name.endswith("_") and not name.endswith("__"):
+        if kind == "method" and isinstance(call.func, cst.Attribute):
+            written |= roots(call.func.value)
+        elif firsts:
+            written |= roots(firsts[0])
+        why = why or f"`{code(call)}` updates a tensor in place"
+    if written or why:
+        return written, why
+    if kind in ("torch", "F"):
+        return set(), ""  # torch's functions write only through `out=`, `inplace=` or a trailing `_`
+    own = _is_self_module(call)
+    if own is not None and own in modules.writers:
+        return set().union(*(roots(v) for v in firsts)), f"`self.{own}` is built with `inplace=True` and writes its argument"
+    if own is not None and own in modules.vetted:
+        return set(), ""
+    if kind == "method" and (name in known_methods or name in CONTAINER_METHODS):
+        return set(), ""
+    if kind == "other" and name in NON_WRITING_BUILTINS:
+        return set(), ""
+    written = set().union(set(), *(roots(a.value) for a in args))
+    if isinstance(call.func, cst.Attribute):
+        written |= roots(call.func.value)
+    return written, f"`{code(call.func)}(...)` is not known to leave its arguments unchanged"
+
+
+def operand_written(site: cst.CSTNode, parents, t, modules: Modules, known_methods: frozenset[str]) -> Optional[str]:
+    """Why a call that takes ``site``'s value directly (as receiver or argument, in the same
+    statement) may update it in place, or None: ``(x if c else y).add_(1)``, ``self.act(...)``."""
+    child, cur = site, parents(site)
+    while cur is not None and not isinstance(cur, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        if isinstance(cur, cst.Call) and child is not cur.func:
+            _, why = call_writes(cur, t, modules, known_methods)
+            if why:
+                return why
+        if isinstance(cur, cst.Attribute) and cur.value is child:
+            call = parents(cur)
+            if isinstance(call, cst.Call) and call.func is cur:
+                _, why = call_writes(call, t, modules, known_methods)
+                if why:
+                    return why
+        if isinstance(cur, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+            return None  # an operator made a new tensor: nothing past it reaches the selected one
+        child, cur = cur, parents(cur)
+    return None
+
+
+def _elements(v: cst.CSTNode) -> list[cst.CSTNode]:
+    if isinstance(v, (cst.Tuple, cst.List)):
+        return [e.value for e in v.elements]
+    return [v]
+
+
+def alias_roots(expr: cst.CSTNode, t, known_fresh: frozenset[str], modules: Optional[Modules] = None) -> set[str]:
+    """The names whose tensors ``expr``'s value may be, view, or contain.
+
+    ``known_fresh`` are tensor methods that return a new tensor (the vetted pure list less the
+    alias list); anything else may return its receiver or an argument."""
+    if isinstance(expr, cst.Name):
+        return set() if expr.value in ("None", "True", "False") else {expr.value}
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+                         cst.FormattedString, cst.Ellipsis)):
+        return set()
+    if isinstance(expr, (cst.Attribute, cst.Subscript)):
+        return roots(expr) | (set() if not isinstance(expr, cst.Subscript) else set())
+    if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+        return set().union(set(), *(alias_roots(e.value, t, known_fresh) for e in expr.elements))
+    if isinstance(expr, cst.Dict):
+        return set().union(set(), *(alias_roots(e.value, t, known_fresh) for e in expr.elements if hasattr(e, "value")))
+    if isinstance(expr, cst.IfExp):
+        return alias_roots(expr.body, t, known_fresh) | alias_roots(expr.orelse, t, known_fresh)
+    if isinstance(expr, cst.BooleanOperation):
+        return alias_roots(expr.left, t, known_fresh) | alias_roots(expr.right, t, known_fresh)
+    if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+        return set()  # an operator on tensors makes a new tensor
+    if isinstance(expr, cst.Call):
+        kind, name = _callee_kind(expr, t)
+        recv = roots(expr.func.value) if isinstance(expr.func, cst.Attribute) else set()
+        arg_roots = set().union(set(), *(alias_roots(a.value, t, known_fresh) for a in expr.args))
+        if _inplace_flag(expr) or name.endswith("_"):
+            return (recv if kind == "method" else set()) | arg_roots
+        own = _is_self_module(expr)
+        if modules is not None and own is not None and own in modules.fresh:
+            return set()
+        if kind == "method":
+            if name in ALIAS_METHODS:
+                return alias_roots(expr.func.value, t, known_fresh)  # type: ignore[union-attr]
+            if name in known_fresh:
+                return set()
+            return alias_roots(expr.func.value, t, known_fresh) | arg_roots  # type: ignore[union-attr]
+        if kind in ("torch", "F"):
+            if name in ALIAS_FUNCS:
+                first = [a.value for a in expr.args if a.keyword is None]
+                return alias_roots(first[0], t, known_fresh) if first else arg_roots
+            if name in known_fresh:
+                return set()
+            return arg_roots
+        if kind == "other" and name in ("len", "isinstance", "hasattr", "int", "float", "bool", "str", "repr"):
+            return set()
+        return recv | arg_roots
+    if isinstance(expr, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda)):
+        return {n.value for n in iter_tree(expr) if isinstance(n, cst.Name)}  # may hold what it reads
+    return set()
+
+
+def _skip_walk(node: cst.CSTNode, skip: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    if node is skip:
+        return
+    yield node
+    for c in node.children:
+        yield from _skip_walk(c, skip)
+
+
+def alias_classes(func: cst.FunctionDef, t, known_fresh: frozenset[str], modules: Optional[Modules] = None) -> dict[str, set[str]]:
+    """For each name in ``func``, the names that may share a tensor with it (transitively):
+    ``y = x.float()``, ``a, b = x.chunk(2)``, ``for h in hs``, ``cache.append(x)``, ``self.h = x``."""
+    parent: dict[str, str] = {}
+
+    def find(a: str) -> str:
+        parent.setdefault(a, a)
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def union(names: set[str]) -> None:
+        names = set(names)
+        if len(names) < 2:
+            for n in names:
+                find(n)
+            return
+        first, *rest = sorted(names)
+        for n in rest:
+            parent[find(n)] = find(first)
+
+    def target_names(target: cst.CSTNode) -> set[str]:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return set().union(set(), *(target_names(e.value) for e in target.elements))
+        if isinstance(target, cst.StarredElement):
+            return target_names(target.value)
+        return roots(target)
+
+    for n in iter_tree(func):
+        if isinstance(n, cst.Assign):
+            union(set().union(*(target_names(tg.target) for tg in n.targets)) | alias_roots(n.value, t, known_fresh, modules))
+        elif isinstance(n, (cst.AnnAssign, cst.AugAssign)) and n.value is not None:
+            union(target_names(n.target) | alias_roots(n.value, t, known_fresh, modules))
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            union(target_names(n.target) | alias_roots(n.iter, t, known_fresh, modules))
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            union(target_names(n.asname.name) | alias_roots(n.item, t, known_fresh, modules))
+        elif isinstance(n, cst.NamedExpr):
+            union(target_names(n.target) | alias_roots(n.value, t, known_fresh, modules))
+        elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
+            kind, name = t.func(n.func)
+            if kind == "method" and name not in known_fresh and name not in ALIAS_METHODS:
+                # an unknown method may keep its arguments (``cache.append(x)``)
+                union(roots(n.func.value) | set().union(set(), *(alias_roots(a.value, t, known_fresh) for a in n.args)))
+    classes: dict[str, set[str]] = {}
+    for name in parent:
+        classes.setdefault(find(name), set()).add(name)
+    return {name: classes[find(name)] for name in parent}
+
+
+def later_write(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[str], t,
+                known_fresh: frozenset[str], modules: Modules) -> Optional[str]:
+    """Why a tensor that ``names`` may share could be written after ``site`` runs, or None.
+
+    "After" is later in the function's text, or anywhere in a loop around the site (its next
+    iteration). The site's own subtree is not looked at. A rewrite that replaces the value of
+    such a name by a new tensor (``torch.where``) would make that write miss the tensor the
+    original program updated (the caller's argument, a buffer, another alias).
+    """
+    if not names:
+        return None
+    classes = alias_classes(func, t, known_fresh, modules)
+    shared = set(names).union(*(classes.get(n, set()) for n in names))
+    site_end = (positions[site].end.line, positions[site].end.column)
+    loop_range = None
+    for node in iter_tree(func.body):
+        if isinstance(node, (cst.For, cst.While)) and any(d is site for d in iter_tree(node)):
+            p = positions[node]
+            loop_range = ((p.start.line, p.start.column), (p.end.line, p.end.column))
+    for node in _skip_walk(func.body, site):
+        p = positions[node]
+        start = (p.start.line, p.start.column)
+        if not (start >= site_end or (loop_range is not None and loop_range[0] <= start <= loop_range[1])):
+            continue
+        written, why = _node_writes(node, t, modules, known_fresh)
+        hit = written & shared
+        if hit:
+            return f"{why} at line {p.start.line}, and `{sorted(hit)[0]}` may share its tensor with `{sorted(names)[0]}`"
+    return None
+
+
+def _node_writes(node: cst.CSTNode, t, modules: Modules, known_fresh: frozenset[str]) -> tuple[set[str], str]:
+    if isinstance(node, cst.Call):
+        return call_writes(node, t, modules, known_fresh | frozenset(ALIAS_METHODS))
+    if isinstance(node, cst.AugAssign):
+        if isinstance(node.value, (cst.Tuple, cst.List)):
+            return set(), ""  # `outputs += (h,)`: a new tuple (or a longer list), no tensor written
+        return roots(node.target), f"`{code(node)}` may update `{code(node.target)}` in place"
+    if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Subscript, cst.Attribute)):
+        return roots(node.target), f"`{code(node.target)} = ...` writes into `{code(node.target.value)}`"
+    return set(), ""
+
+
+def _stmt_list(block) -> list:
+    return list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
+
+
+def reaching_fresh(func: cst.FunctionDef, site: cst.CSTNode, name: str, parents, t, known_fresh: frozenset[str],
+                   modules: Modules, depth: int = 0) -> bool:
+    """Whether ``name`` provably holds a tensor made inside this function when ``site`` runs:
+    its last assignment before ``site`` in straight-line code (the same block, then the blocks
+    around it) is a new tensor (``x * 2``, ``self.norm(h)`` with a vetted module), or a name that
+    itself does. A parameter, a name assigned in a branch or loop, or an alias is not."""
+    if depth > 6:
+        return False
+    stmt, cur = site, parents(site)
+    while cur is not None and cur is not func:
+        if isinstance(cur, (cst.IndentedBlock, cst.Module)):
+            body = _stmt_list(cur)
+            idx = next((i for i, s in enumerate(body) if s is stmt), None)
+            for prev in reversed(body[:idx] if idx is not None else []):
+                bound = _binds_in(prev, name)
+                if bound is None:
+                    continue
+                if bound is False:
+                    return False  # bound in a way not analysed (branch, loop, unpacking)
+                roots_ = alias_roots(bound, t, known_fresh, modules)
+                if not roots_:
+                    return True
+                if isinstance(bound, cst.Name):
+                    return reaching_fresh(func, prev, bound.value, parents, t, known_fresh, modules, depth + 1)
+                return False
+            if isinstance(parents(cur), (cst.For, cst.While)):
+                return False  # a loop body: the previous iteration may have bound it otherwise
+        stmt, cur = cur, parents(cur)
+    return False
+
+
+def _binds_in(stmt: cst.CSTNode, name: str):
+    """The value ``stmt`` binds ``name`` to (None: it does not bind it; False: it may, unanalysed)."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        found = None
+        for small in stmt.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                    and small.targets[0].target.value == name:
+                found = small.value
+            elif any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(small)):
+                found = False
+        return found
+    if any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(stmt)):
+        return False
+    return None
+
+
+def _targets_of(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for n in iter_tree(node):
+        if isinstance(n, cst.AssignTarget):
+            yield from iter_tree(n.target)
+        elif isinstance(n, (cst.AnnAssign, cst.AugAssign)):
+            yield from iter_tree(n.target)
+        elif isinstance(n, (cst.For, cst.CompFor)):
+            yield from iter_tree(n.target)
+        elif isinstance(n, cst.AsName):
+            yield from iter_tree(n.name)
+        elif isinstance(n, cst.NamedExpr):
+            yield from iter_tree(n.target)
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            yield n.name
+
+
+def escapes_after(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[str], t,
+                  known_fresh: frozenset[str]) -> Optional[str]:
+    """Why a tensor ``names`` may share leaves the function after ``site`` (returned, yielded,
+    stored in an attribute or a container), where a caller may rely on it being the same object."""
+    classes = alias_classes(func, t, known_fresh)
+    shared = set(names).union(*(classes.get(n, set()) for n in names))
+    site_end = (positions[site].end.line, positions[site].end.column)
+    for node in _skip_walk(func.body, site):
+        p = positions[node]
+        if (p.start.line, p.start.column) < site_end:
+            continue
+        value = None
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+            value = node.value
+        elif isinstance(node, cst.Assign) and any(isinstance(tg.target, (cst.Attribute, cst.Subscript)) for tg in node.targets):
+            value = node.value
+        if value is not None:
+            hit = {n.value for n in iter_tree(value) if isinstance(n, cst.Name)} & shared
+            if hit:
+                return f"`{sorted(hit)[0]}` leaves the function at line {p.start.line}"
+    return None

@@ -1,0 +1,286 @@
+# ----------------------------------------------------------------------------------------------
+# graphmend runtime: deferred side effects (GM201-GM203) and trap lowering (GM301, GM302).
+# Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
+# as written. Under torch.compile, print / logging / warnings calls are recorded inside the graph
+# (arguments copied at the call) and replayed in order, with their original source location, by
+# the boundary installed on this module's forward methods once the compiled call has returned.
+# A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the boundary
+# turns its RuntimeError back into the original exception type and message.
+import builtins as _graphmend_builtins
+import dataclasses as _graphmend_dataclasses
+import functools as _graphmend_functools
+import logging as _graphmend_logging
+import sys as _graphmend_sys
+
+import torch as _graphmend_torch
+
+
+def _graphmend_shared_runtime():
+    # One record chain for every rewritten module: whichever boundary runs replays them all.
+    runtime = _graphmend_sys.modules.get("_graphmend_runtime")
+    if runtime is None:
+        import types
+
+        class Record:
+            # A chain, not a list: Dynamo guards on a list's length and would recompile the
+            # graph on every call; a new object linked to the old head is guarded by type only.
+            __slots__ = ("replay", "previous")
+
+            def __init__(self, replay, previous):
+                self.replay = replay
+                self.previous = previous
+
+        runtime = types.ModuleType("_graphmend_runtime")
+        runtime.Record = Record
+        runtime.root = runtime.head = Record(None, None)
+        _graphmend_sys.modules["_graphmend_runtime"] = runtime
+    return runtime
+
+
+_graphmend_runtime = _graphmend_shared_runtime()
+_graphmend_file = _graphmend_shared_runtime.__code__.co_filename
+_graphmend_trap_prefix = "graphmend-trap:"
+_graphmend_levels = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40,
+                     "exception": 40, "critical": 50, "fatal": 50}
+
+
+class _GraphmendCopied:
+    # A value copied inside the graph and rebuilt at the replay (in eager mode): a Parameter
+    # (printed as "Parameter containing:"), a dataclass (its fields copied, its __init__ not rerun).
+    __slots__ = ("kind", "cls", "value", "extra")
+
+    def __init__(self, kind, cls, value, extra):
+        self.kind = kind
+        self.cls = cls
+        self.value = value
+        self.extra = extra
+
+
+def _graphmend_snapshot(value):
+    # Copied at the call: a tensor changed in place later in the region is shown as it was.
+    if isinstance(value, _graphmend_torch.nn.Parameter):
+        return _GraphmendCopied("parameter", type(value), value.detach().clone(), value.requires_grad)
+    if isinstance(value, _graphmend_torch.Tensor):
+        return value.detach().clone()
+    if type(value) in (list, tuple):
+        return type(value)(_graphmend_snapshot(item) for item in value)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a namedtuple
+        return type(value)(*(_graphmend_snapshot(item) for item in value))
+    if type(value) is dict:
+        return {key: _graphmend_snapshot(item) for key, item in value.items()}
+    if _graphmend_dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = tuple((f.name, _graphmend_snapshot(getattr(value, f.name))) for f in _graphmend_dataclasses.fields(value))
+        return _GraphmendCopied("dataclass", type(value), fields, None)
+    return value
+
+
+def _graphmend_rebuild(value):
+    # The replay's view of a snapshot: the same types the call was made with.
+    if isinstance(value, _GraphmendCopied):
+        if value.kind == "parameter":
+            return _graphmend_torch.nn.Parameter(value.value, requires_grad=value.extra)
+        rebuilt = object.__new__(value.cls)
+        for name, item in value.value:
+            object.__setattr__(rebuilt, name, _graphmend_rebuild(item))
+        return rebuilt
+    if type(value) in (list, tuple):
+        return type(value)(_graphmend_rebuild(item) for item in value)
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+        return type(value)(*(_graphmend_rebuild(item) for item in value))
+    if type(value) is dict:
+        return {key: _graphmend_rebuild(item) for key, item in value.items()}
+    return value
+
+
+def _graphmend_deferred(callee, kind, line=0, function=""):
+    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call."""
+    if not _graphmend_torch.compiler.is_compiling():
+        return callee
+
+    def record(*args, **kwargs):
+        entry = (callee, kind, line, function, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
+        _graphmend_runtime.head = _graphmend_runtime.Record((_graphmend_replay, entry), _graphmend_runtime.head)
+
+    return record
+
+
+def _graphmend_replay(callee, kind, line, function, args, kwargs):
+    args, kwargs = _graphmend_rebuild(args), _graphmend_rebuild(kwargs)
+    owner = getattr(callee, "__self__", None)
+    if kind == "log" and isinstance(owner, _graphmend_logging.Logger) and getattr(
+            callee, "__func__", None) is not getattr(_graphmend_logging.Logger, callee.__name__, None):
+        # A Logger subclass that overrides the method: its own code must run (it may filter,
+        # redirect or reformat), so call it; the location it reports is then the replay's.
+        return callee(*args, **kwargs)
+    if kind == "log" and isinstance(owner, _graphmend_logging.Logger):
+        return _graphmend_log(callee.__self__, callee.__name__, line, function, args, kwargs)
+    if kind == "root-log":
+        if not _graphmend_logging.root.handlers:  # logging.warning() & co. do this first
+            _graphmend_logging.basicConfig()
+        return _graphmend_log(_graphmend_logging.root, callee.__name__, line, function, args, kwargs)
+    if kind == "warn":
+        return _graphmend_warn(line, *args, **kwargs)
+    return callee(*args, **kwargs)
+
+
+def _graphmend_log(logger, method, line, function, args, kwargs):
+    # Logger._log with the call site as the location (findCaller would name the replay).
+    if method == "log":
+        level, args = args[0], args[1:]
+    else:
+        level = _graphmend_levels[method]
+    if not logger.isEnabledFor(level):
+        return
+    exc_info = kwargs.get("exc_info", method == "exception")
+    if isinstance(exc_info, BaseException):
+        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
+    elif exc_info and not isinstance(exc_info, tuple):
+        exc_info = _graphmend_sys.exc_info()
+    record = logger.makeRecord(logger.name, level, _graphmend_file, line, args[0], args[1:],
+                               exc_info or None, function, kwargs.get("extra"), None)
+    logger.handle(record)
+
+
+def _graphmend_warn(line, message, category=None, stacklevel=1, source=None):
+    # warnings.warn(stacklevel=1) with the call site as the location; the module's own
+    # __warningregistry__ keeps the once-per-location filters shared with eager calls.
+    import warnings
+
+    if isinstance(message, Warning):
+        category = message.__class__
+    module_globals = globals()
+    warnings.warn_explicit(message, category or UserWarning, _graphmend_file, line,
+                           module_globals.get("__name__", "<string>"),
+                           module_globals.setdefault("__warningregistry__", {}), module_globals, source)
+
+
+@_graphmend_torch.compiler.disable
+def _graphmend_flush():
+    """Replay every recorded call, oldest first; Dynamo must not trace the replay itself."""
+    runtime = _graphmend_runtime
+    node, pending = runtime.head, []
+    runtime.head = runtime.root
+    while node is not None and node is not runtime.root:
+        pending.append(node.replay)
+        node = node.previous
+    for replay, entry in reversed(pending):
+        replay(*entry)
+
+
+@_graphmend_torch.compiler.disable
+def _graphmend_stale():
+    """Records left by an earlier compiled call whose entry was not a boundary (this one was
+    only inlined there): replaying them now would show them in the wrong call. Drop them and
+    say so."""
+    runtime = _graphmend_runtime
+    count, node = 0, runtime.head
+    while node is not None and node is not runtime.root:
+        count, node = count + 1, node.previous
+    runtime.head = runtime.root
+    raise RuntimeError(
+        f"graphmend: {count} deferred print/logging/warnings call(s) of an earlier compiled call were "
+        "never replayed: that call's compiled entry is not a graphmend boundary (it only inlined one, "
+        "e.g. a torch container or a function defined elsewhere). Wrap the compiled callable: "
+        "`compiled = <module>._graphmend_boundary(torch.compile(fn))`."
+    )
+
+
+def _graphmend_trap(condition, exc_type, message, raise_when=True):
+    """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion."""
+    if not _graphmend_torch.compiler.is_compiling():
+        return condition
+    if not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
+            and condition.device.type == "cpu"
+            and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
+        # Keep the Python branch (and its graph break): on CUDA an assert is a fatal
+        # device-side error, and only builtin exceptions can be rebuilt at the boundary.
+        return condition
+    ok = _graphmend_torch.logical_not(condition) if raise_when else condition.bool()
+    _graphmend_torch._assert_async(ok, _graphmend_trap_prefix + exc_type.__name__ + ":" + message)
+    return not raise_when
+
+
+def _graphmend_equal(a, b):
+    """``torch.equal(a, b)`` in eager mode; under torch.compile a 0-d bool tensor (no break)."""
+    if not _graphmend_torch.compiler.is_compiling():
+        return _graphmend_torch.equal(a, b)
+    if a.shape != b.shape:  # static under compile; torch.equal never broadcasts
+        return _graphmend_torch.zeros((), dtype=_graphmend_torch.bool, device=a.device)
+    return (a == b).all()  # promotes dtypes as torch.equal does; NaN != NaN in both
+
+
+def _graphmend_restore(error):
+    text = str(error)
+    if not text.startswith(_graphmend_trap_prefix):
+        return None
+    name, _, message = text[len(_graphmend_trap_prefix):].partition(":")
+    exc_type = getattr(_graphmend_builtins, name, None)
+    if not (isinstance(exc_type, type) and issubclass(exc_type, Exception)):
+        return None
+    return exc_type(message)
+
+
+def _graphmend_boundary(function):
+    """Make ``function`` (a forward method or a compiled function) an eager boundary."""
+    if getattr(function, "__graphmend_boundary__", False):
+        return function
+
+    @_graphmend_functools.wraps(function)
+    def boundary(*args, **kwargs):
+        if _graphmend_torch.compiler.is_compiling():
+            # Inlined into an outer compiled region: the outer boundary replays.
+            return function(*args, **kwargs)
+        runtime = _graphmend_runtime
+        depth = getattr(runtime, "depth", 0)
+        if runtime.head is not runtime.root:
+            if depth:
+                _graphmend_flush()  # made earlier in the enclosing boundary's call: they come first
+            else:
+                _graphmend_stale()
+        runtime.depth = depth + 1
+        try:
+            result = function(*args, **kwargs)
+        except BaseException as error:
+            runtime.depth = depth
+            # Graphs that returned before the failure applied their records: show them
+            # before the exception propagates, as the original printed before raising.
+            if _graphmend_runtime.head is not _graphmend_runtime.root:
+                _graphmend_flush()
+            restored = _graphmend_restore(error) if isinstance(error, RuntimeError) else None
+            if restored is None:
+                raise
+        else:
+            runtime.depth = depth
+            if _graphmend_runtime.head is not _graphmend_runtime.root:
+                _graphmend_flush()
+            return result
+        raise restored  # outside the handler: no chained RuntimeError, as in eager mode
+
+    boundary.__graphmend_boundary__ = True
+    try:
+        from torch._dynamo.eval_frame import skip_code
+    except ImportError:
+        return _graphmend_torch.compiler.disable(boundary, recursive=False)
+    # torch.compile(module) would start tracing here: run this frame eagerly and compile what
+    # it calls; nested in an outer compiled frame it is still inlined (no graph break).
+    skip_code(boundary.__code__)
+    return boundary
+
+
+def _graphmend_install_boundaries(namespace):
+    # Every module class (and torch.compile'd function) defined here becomes a boundary, so
+    # whichever of them is the outermost compiled entry replays what the region recorded.
+    name = namespace.get("__name__")
+    for key, value in list(namespace.items()):
+        if (isinstance(value, type) and issubclass(value, _graphmend_torch.nn.Module)
+                and value.__module__ == name and callable(getattr(value, "forward", None))
+                and getattr(value, "forward") is not _graphmend_torch.nn.Module.forward):
+            # its own forward, or one it inherits (an nn.Sequential subclass): whatever the
+            # compiled entry runs must be a boundary, not only what it inlines
+            value.forward = _graphmend_boundary(value.forward)
+        elif (callable(value) and getattr(value, "_is_torch_compile", False)
+              and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
+            namespace[key] = _graphmend_boundary(value)
+
+
+_graphmend_install_boundaries(globals())

@@ -1,0 +1,336 @@
+"""The shared effect/alias analysis: every vetted list entry checked against torch itself,
+and the rules (GM101, GM402) declining the alias hazards it finds."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from graphmend.model import Decline, Fix, Safety
+from graphmend.transforms import _effects as E
+from graphmend.transforms.base import RuleContext, SourceFile
+from graphmend.transforms.conditional_expression_on_tensor import ConditionalExpressionOnTensor
+from graphmend.transforms.data_dependent_branch import DataDependentBranch
+from graphmend.transforms.engine import fix_text
+
+# The dtype a conversion is a no-op on (then torch returns the receiver itself).
+_CONVERSION_DTYPE = {"double": torch.float64, "half": torch.float16, "bfloat16": torch.bfloat16, "int": torch.int32,
+                     "long": torch.int64, "short": torch.int16, "bool": torch.bool, "byte": torch.uint8, "char": torch.int8}
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def _shares(result, x: torch.Tensor) -> bool:
+    parts = result if isinstance(result, (tuple, list)) else (result,)
+    return bool(parts) and all(_storage(p) == _storage(x) for p in parts)
+
+
+@pytest.mark.parametrize("name", sorted(E.ALIAS_METHODS))
+def test_alias_method_returns_its_receiver_storage(name):
+    x = torch.randn(2, 3).to(_CONVERSION_DTYPE.get(name, torch.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # named tensors are a prototype
+        result = eval(f"x.{name}{E.ALIAS_METHODS[name]}", {"torch": torch, "x": x})
+    assert _shares(result, x), name
+
+
+@pytest.mark.parametrize("name", sorted(E.ALIAS_FUNCS))
+def test_alias_function_returns_its_argument_storage(name):
+    x = torch.randn(2, 3)
+    args = E.ALIAS_FUNCS[name]
+    source = x.to(torch.complex64) if "complex64" in args else x
+    result = eval(f"torch.{name}{args.replace('x.to(torch.complex64)', 'src')}", {"torch": torch, "x": x, "src": source})
+    assert _shares(result, source), name
+
+
+@pytest.mark.parametrize("name", sorted(E.ALIAS_ATTRS))
+def test_alias_attribute_is_a_view(name):
+    x = torch.randn(2, 3, dtype=torch.complex64) if name in ("H", "mH", "real", "imag") else torch.randn(2, 3)
+    assert _shares(getattr(x, name), x)
+
+
+def _inplace_input(name: str) -> torch.Tensor:
+    shape = {"dropout3d": (2, 2, 4, 8), "dropout2d": (2, 4, 8), "Dropout3d": (2, 2, 4, 8), "Dropout2d": (2, 4, 8)}
+    torch.manual_seed(0)
+    return torch.randn(*shape.get(name, (4, 8))) * 3
+
+
+_FUNC_EXTRA = {"threshold": (0.0, 0.0)}
+_FUNC_KW = {"alpha_dropout": {"training": True}, "feature_alpha_dropout": {"training": True}}
+
+
+@pytest.mark.parametrize("name", sorted(E.INPLACE_FLAG_FUNCS))
+def test_inplace_flag_function_writes_its_argument(name):
+    x = _inplace_input(name)
+    before = x.clone()
+    result = getattr(F, name)(x, *_FUNC_EXTRA.get(name, ()), inplace=True, **_FUNC_KW.get(name, {}))
+    assert _shares(result, x)
+    assert not torch.equal(x, before), f"F.{name}(..., inplace=True) left its argument unchanged"
+
+
+@pytest.mark.parametrize("name", sorted(E.INPLACE_FLAG_MODULES))
+def test_inplace_flag_module_writes_its_argument(name):
+    x = _inplace_input(name)
+    before = x.clone()
+    module = getattr(torch.nn, name)(*_FUNC_EXTRA.get(name.lower(), ()), inplace=True).train()
+    result = module(x)
+    assert _shares(result, x)
+    assert not torch.equal(x, before), f"nn.{name}(inplace=True) left its argument unchanged"
+
+
+_CTOR = {
+    "Linear": ("(8, 8)", (4, 8)), "Bilinear": None, "Conv1d": ("(4, 4, 3)", (2, 4, 8)), "Conv2d": ("(2, 2, 3)", (1, 2, 4, 8)),
+    "Conv3d": ("(2, 2, 1)", (1, 2, 2, 4, 8)), "ConvTranspose1d": ("(4, 4, 3)", (2, 4, 8)),
+    "ConvTranspose2d": ("(2, 2, 3)", (1, 2, 4, 8)), "ConvTranspose3d": ("(2, 2, 1)", (1, 2, 2, 4, 8)),
+    "LayerNorm": ("(8,)", (4, 8)), "GroupNorm": ("(2, 4)", (2, 4, 8)), "RMSNorm": ("(8,)", (4, 8)),
+    "BatchNorm1d": ("(4,)", (2, 4, 8)), "BatchNorm2d": ("(2,)", (1, 2, 4, 8)), "BatchNorm3d": ("(2,)", (1, 2, 2, 4, 8)),
+    "InstanceNorm1d": ("(4,)", (2, 4, 8)), "InstanceNorm2d": ("(2,)", (1, 2, 4, 8)), "Embedding": None,
+    "Flatten": ("()", (2, 4, 8)), "Unflatten": ("(1, (2, 4))", (4, 8)), "MaxPool1d": ("(2,)", (2, 4, 8)),
+    "MaxPool2d": ("(2,)", (1, 2, 4, 8)), "AvgPool1d": ("(2,)", (2, 4, 8)), "AvgPool2d": ("(2,)", (1, 2, 4, 8)),
+    "AdaptiveAvgPool1d": ("(2,)", (2, 4, 8)), "AdaptiveAvgPool2d": ("(2,)", (1, 2, 4, 8)),
+    "Threshold": ("(0.0, 0.0)", (4, 8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(E.NON_WRITING_MODULES))
+def test_non_writing_module_leaves_its_argument(name):
+    ctor, shape = _CTOR.get(name) or ("()", (4, 8))
+    if name == "Bilinear":
+        module, args = torch.nn.Bilinear(8, 8, 2), (torch.randn(4, 8), torch.randn(4, 8))
+    elif name == "Embedding":
+        module, args = torch.nn.Embedding(10, 4), (torch.tensor([1, 2, 3]),)
+    else:
+        module, args = eval(f"torch.nn.{name}{ctor}", {"torch": torch}), (torch.randn(*shape) * 3,)
+    before = [a.clone() for a in args]
+    module.train()(*args)
+    assert all(torch.equal(a, b) for a, b in zip(args, before)), f"nn.{name} wrote its argument"
+
+
+@pytest.mark.parametrize("name", sorted(E.NON_FINITE_FUNCS))
+def test_non_finite_op_has_a_finite_input_with_a_non_finite_value_or_gradient(name):
+    z = torch.zeros(2, 3, requires_grad=True)
+    o = torch.ones(2, 3, requires_grad=True)
+    n = torch.full((2, 3), float("-inf"), requires_grad=True)
+    fn = f"torch.{name}" if hasattr(torch, name) else f"F.{name}"
+    out = eval(f"{fn}{E.NON_FINITE_FUNCS[name]}", {"torch": torch, "F": F, "z": z, "o": o, "n": n})
+    grads = torch.autograd.grad(out.sum(), [z, o, n], allow_unused=True)
+    finite_grads = all(g is None or torch.isfinite(g).all() for g in grads)
+    assert not torch.isfinite(out).all() or not finite_grads, name
+    # only the -inf row input is itself non-finite; the others are finite
+    assert name in ("softmax", "log_softmax", "logsumexp", "softmin") or "n" not in E.NON_FINITE_FUNCS[name]
+
+
+# --------------------------------------------------------------------------------------------
+# The rules consult it: realistic modules where a select would lose an in-place update.
+
+STATIC = RuleContext(threshold=Safety.UNSAFE)
+RULES = [DataDependentBranch(), ConditionalExpressionOnTensor()]
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+
+INVALID = {
+    "submodule built inplace writes the clamped name": ("""
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        if x.max() > 5:
+            x = x.clamp(max=5)
+        self.act(x)
+        return x
+""", "built with `inplace=True`"),
+    "functional inplace flag": ("""
+def f(x):
+    if x.max() > 5:
+        x = x.clamp(max=5)
+    F.relu(x, inplace=True)
+    return x
+""", "(`inplace=`)"),
+    "out= argument through a conditional expression": ("""
+def f(x):
+    y = x if x.sum() > 0 else x.abs()
+    torch.add(y, 1, out=y)
+    return y
+""", "`out=` argument"),
+    "no-op float conversion is the caller's tensor": ("""
+def f(x):
+    if x.sum() > 0:
+        y = x.float()
+    else:
+        y = x * 2
+    y.add_(1)
+    return y
+""", "may share its tensor"),
+    "alias made after the branch": ("""
+def f(x):
+    if x.sum() > 0:
+        x = x.clamp(min=0)
+    z = x.contiguous().view(-1)
+    z.mul_(2)
+    return z
+""", "may share its tensor with `x`"),
+    "unknown helper may write its argument": ("""
+def f(x, cache):
+    y = x.cpu() if x.mean() > 0 else x.neg()
+    cache.update(y)
+    return y
+""", "not known to leave its arguments unchanged"),
+    "earlier write in the next loop iteration": ("""
+def f(x):
+    acc = x
+    for _ in range(2):
+        acc.add_(1)
+        if acc.sum() > 0:
+            acc = acc.clamp(max=3)
+    return acc
+""", "may share its tensor"),
+    "conditional expression written in place directly": ("""
+def f(x, y):
+    (x if x.sum() > 0 else y).mul_(2)
+    return x, y
+""", "updates a tensor in place"),
+    "selected call argument is written by an unknown callee": ("""
+class M(nn.Module):
+    def forward(self, x, mask):
+        if mask.all():
+            out = self.proj(x.detach())
+        else:
+            out = self.proj(x)
+        return out
+""", "not known to leave its arguments unchanged"),
+}
+
+VALID = {
+    "the write goes to a new tensor only": """
+def f(x):
+    if x.max() > 5:
+        x = x.clamp(max=5)
+    y = x * 2
+    y.add_(1)
+    return y
+""",
+    "a vetted submodule reads the selected name": """
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        if x.max() > 5:
+            x = x.clamp(max=5)
+        outputs = (self.act(self.proj(x)),)
+        outputs += (x,)
+        return outputs
+""",
+    "writes before the branch reach the same tensor in both programs": """
+def f(x):
+    x.mul_(2)
+    if x.sum() > 0:
+        x = x.clamp(max=1)
+    return x
+""",
+}
+
+
+def _decline_reasons(text: str) -> list[str]:
+    source = SourceFile("m.py", text)
+    outcomes = [o for rule in RULES for o in rule.run(source, STATIC, None)]
+    assert not any(isinstance(o, Fix) for o in outcomes), [o.title for o in outcomes if isinstance(o, Fix)]
+    return [o.reason for o in outcomes if isinstance(o, Decline)]
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_alias_hazard_declined(case):
+    body, reason = INVALID[case]
+    reasons = _decline_reasons(HEADER + body.lstrip("\n"))
+    assert any(reason in r for r in reasons), reasons
+
+
+def _run_both(text: str, name: str, make_args, instance: bool):
+    ns: dict = {}
+    exec(compile(text, "<m>", "exec"), ns)
+    obj = ns[name]() if instance else ns[name]
+    torch.manual_seed(0)
+    if instance:
+        obj.load_state_dict(obj.state_dict())
+    results = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        fn = obj
+        if instance:
+            torch.manual_seed(0)
+            fn = ns[name]()
+        runner = torch.compile(fn, backend="aot_eager", fullgraph=False) if compiled else fn
+        args = make_args()
+        out = runner(*args)
+        results.append((out, args))
+    return results
+
+
+@pytest.mark.parametrize("case", sorted(VALID))
+def test_alias_safe_case_is_rewritten_with_equal_values_and_inputs(case):
+    text = HEADER + VALID[case].lstrip("\n")
+    result = fix_text("m.py", text, STATIC, RULES)
+    assert result.applied and "torch.where" in result.text, [d.reason for d in result.declined]
+    instance = "class Block" in text
+    name = "Block" if instance else "f"
+    for seed_input in (torch.tensor([[1.0, 9.0, -2.0, 3.0]]), torch.tensor([[0.5, 0.1, -0.2, 0.3]])):
+        def make_args(s=seed_input):
+            return (s.clone(),)
+        before = _run_both(text, name, make_args, instance)
+        after = _run_both(result.text, name, make_args, instance)
+        for (out_a, args_a), (out_b, args_b) in zip(before, after):
+            torch.testing.assert_close(out_b, out_a)
+            torch.testing.assert_close(args_b, args_a)  # the caller's tensors after the call
+
+
+def test_identity_escape_is_unsafe_but_a_fresh_tensor_stays_safe():
+    # The fuzzer's find: a submodule that returns its argument itself on one path; the caller
+    # shares that tensor with another alias it then updates in place.
+    escaping = HEADER + """
+def f(x):
+    if x.mean() > 0:
+        x = x.clamp(max=2.0)
+    return x
+"""
+    fresh = HEADER + """
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, h):
+        h = self.norm(h)
+        if (torch.isinf(h).any()):
+            h = torch.clamp(h, min=-1000.0, max=1000.0)
+        return (h,)
+"""
+    (fix,) = [o for o in RULES[0].run(SourceFile("m.py", escaping), STATIC, None) if isinstance(o, Fix)]
+    assert fix.safety is Safety.UNSAFE and "`x` leaves the function at line 10" in fix.notes
+    x = torch.tensor([-1.0, -2.0])
+    same = x.clamp(max=2.0) if x.mean() > 0 else x  # the original: the caller's own tensor
+    selected = torch.where(x.mean() > 0, x.clamp(max=2.0), x)
+    assert same is x and selected is not x
+    (fix,) = [o for o in RULES[0].run(SourceFile("m.py", fresh), STATIC, None) if isinstance(o, Fix)]
+    assert fix.safety is Safety.SAFE, fix.notes
+
+
+@pytest.mark.parametrize("name", sorted(E.FRESH_MODULES))
+def test_fresh_module_returns_a_new_tensor(name):
+    ctor, shape = _CTOR.get(name) or ("()", (4, 8))
+    if name == "Bilinear":
+        module, args = torch.nn.Bilinear(8, 8, 2), (torch.randn(4, 8), torch.randn(4, 8))
+    elif name == "Embedding":
+        module, args = torch.nn.Embedding(10, 4), (torch.tensor([1, 2, 3]),)
+    else:
+        module, args = eval(f"torch.nn.{name}{ctor}", {"torch": torch}), (torch.randn(*shape) * 3,)
+    for mode in (True, False):
+        out = module.train(mode)(*args)
+        assert all(_storage(out) != _storage(a) for a in args), f"nn.{name} returned its argument's storage"
