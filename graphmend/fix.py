@@ -247,6 +247,20 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
             _say(progress, f"round {rounds}: {len(round_fixes)} fix(es) applied; re-detecting")
             after = detect_targets(config, names, root=copy, runner=runner)
             regressed = _regressed(current, after)
+            suspects = _suspects(current, after, round_fixes) if regressed else []
+            if suspects and len(suspects) < len(round_fixes):
+                # Take back only the fixes in the files the worse targets traced, and look again.
+                keep = [f for f in round_fixes if f not in suspects]
+                for rel, old in changed.items():
+                    (copy / rel).write_text(_apply(old, [f for f in keep if f.file == rel]), encoding="utf-8")
+                retry = detect_targets(config, names, root=copy, runner=runner)
+                if not _regressed(current, retry):
+                    for f in suspects:
+                        withdrawn[f.fingerprint] = Failure(f.rule, f.file, f.line, f"rolled back: {regressed}")
+                    rolled_back.append(f"round {rounds}: {regressed}; only its {len(suspects)} fix(es) in the files that "
+                                       f"target ran through were taken back ({len(keep)} kept)")
+                    _say(progress, rolled_back[-1])
+                    round_fixes, after, regressed = keep, retry, ""
             if not regressed and verify:
                 kept, lost = _verify_round(config, names, copy, changed, round_fixes, tmp / f"round{rounds}", runner, progress)
                 for f, why in lost:
@@ -319,22 +333,37 @@ def _still_there(d: Decline, live: set, applied: Sequence[Fix]) -> bool:
     return not any(f.file == d.file and f.line == d.line for f in applied)
 
 
-def _regressed(before: Sequence[TargetResult], after: Sequence[TargetResult]) -> str:
-    """Why a round must be undone: a target now fails, or has more breaks or more graphs than
-    before (fewer breaks but more graphs, as a rewrite that moves a break into a loop gives, is
-    not an improvement)."""
+def _regressions(before: Sequence[TargetResult], after: Sequence[TargetResult]) -> list[tuple[str, str]]:
+    """(target, why) for each target a round made worse: it now fails, or has more breaks or more
+    graphs than before (fewer breaks but more graphs, as a rewrite that moves a break into a loop
+    gives, is not an improvement)."""
+    worse = []
     for b, a in zip(before, after):
         if a.error and not b.error:
-            return f"target {a.name} failed after the rewrite: {a.error.splitlines()[0] if a.error else ''}"
-        if a.error or b.error:
+            worse.append((a.name, f"target {a.name} failed after the rewrite: {a.error.splitlines()[0] if a.error else ''}"))
+        elif a.error or b.error:
             continue
-        if a.break_count > b.break_count:
-            return f"target {a.name} has more breaks after the rewrite ({b.break_count} -> {a.break_count})"
+        elif a.break_count > b.break_count:
+            worse.append((a.name, f"target {a.name} has more breaks after the rewrite ({b.break_count} -> {a.break_count})"))
         # -1: a frame was skipped, the count is unknown
-        if a.graph_count >= 0 and b.graph_count >= 0 and a.graph_count > b.graph_count:
-            return (f"target {a.name} has more graphs after the rewrite ({b.graph_count} -> {a.graph_count}, "
-                    f"breaks {b.break_count} -> {a.break_count})")
-    return ""
+        elif a.graph_count >= 0 and b.graph_count >= 0 and a.graph_count > b.graph_count:
+            worse.append((a.name, f"target {a.name} has more graphs after the rewrite ({b.graph_count} -> "
+                                  f"{a.graph_count}, breaks {b.break_count} -> {a.break_count})"))
+    return worse
+
+
+def _regressed(before: Sequence[TargetResult], after: Sequence[TargetResult]) -> str:
+    """Why a round must be undone (the first target it made worse), or "" when none."""
+    worse = _regressions(before, after)
+    return worse[0][1] if worse else ""
+
+
+def _suspects(before: Sequence[TargetResult], after: Sequence[TargetResult], fixes: Sequence[Fix]) -> list[Fix]:
+    """The round's fixes in files that the targets it made worse ran through: the ones to take
+    back first, so one target's regression does not cost every other target its fixes."""
+    worse = {name for name, _ in _regressions(before, after)}
+    traced = {f for t in (*before, *after) if t.name in worse for f in t.traced_files}
+    return [f for f in fixes if f.file in traced]
 
 
 def _apply(text: str, fixes: Sequence[Fix]) -> str:

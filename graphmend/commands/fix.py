@@ -96,7 +96,9 @@ def render_text(report, *, diff: bool) -> str:
     for d in report.declined:
         out.append(f"{d.file}:{d.line}: {d.rule} declined: {d.reason}\n")
     for r in report.rolled_back:
-        out.append(f"{r.split(':', 1)[0]} rolled back (the target would be worse):{r.split(':', 1)[1]}\n")
+        head, why = r.split(":", 1)
+        how = "partly rolled back" if "taken back" in why else "rolled back"
+        out.append(f"{head} {how} (the target would be worse):{why}\n")
     for w in report.withdrawn:
         out.append(f"{w.file}:{w.line}: {w.rule} {w.error}\n")
     for f in report.failed:

@@ -114,14 +114,14 @@ def test_fix_verify_finds_wrong_is_withdrawn_and_not_written(repo, monkeypatch, 
     assert verified["calls"] == [(MODEL, ["GM101"])]
     assert (repo / "src/m.py").read_text() == MODEL and not report.applied and not report.changes
     (w,) = report.withdrawn
-    assert (w.rule, w.file, w.line) == ("GM101", "src/m.py", 5)
+    assert (w.rule, w.file, w.line) == ("GM101", "src/m.py", 6)
     assert w.error.startswith("withdrawn: verify: t: input differs") and "args[0]" in w.error
     assert len(calls) == 2  # not proposed again in a later round
     assert report.remaining == (BREAK,) and report.exit_code == 1
     from graphmend.commands.fix import render_text
 
     text = render_text(report, diff=False)
-    assert "src/m.py:5: GM101 withdrawn: verify: t: input differs" in text and "1 withdrawn by verify" in text
+    assert "src/m.py:6: GM101 withdrawn: verify: t: input differs" in text and "1 withdrawn by verify" in text
 
 
 def test_no_verify_skips_verify(repo, monkeypatch, verified):
@@ -173,3 +173,39 @@ def test_real_loop_never_writes_a_rewrite_that_stops_writing_the_argument(make_r
     assert reasons, report
     if report.withdrawn:
         assert "argument args[0] is written by the original, not by the rewrite" in report.withdrawn[0].error
+
+
+def test_one_target_made_worse_takes_back_only_the_fixes_in_the_files_it_traced(tmp_path, monkeypatch, verified):
+    """Two targets, two files: the fix in u.py gives target u more graphs, the fix in m.py helps
+    target a. Only u.py's fix is taken back (and not proposed again); m.py's is kept and written."""
+    (tmp_path / "src").mkdir()
+    for name in ("m", "u"):
+        (tmp_path / f"src/{name}.py").write_text(MODEL)
+    (tmp_path / "graphmend.yml").write_text(
+        "paths: [src/]\ntargets:\n  - {name: a, entry: 'tools.t:f'}\n  - {name: u, entry: 'tools.t:g'}\n")
+    site = {n: GraphBreak(f"src/{n}.py", 6, "Data-dependent branching", Category.DATA_DEPENDENT_BRANCH, rule="GM101",
+                          verified=True, target=n) for n in ("m", "u")}
+    seen = []
+
+    def fake(config, names=None, *, root=None, runner=None, progress=None, **_):
+        fixed = {n: "torch.where" in Path(root, f"src/{n}.py").read_text() for n in ("m", "u")}
+        seen.append(fixed)
+        a = (TargetResult("a", graph_count=1, break_count=0, traced_files=("src/m.py",)) if fixed["m"] else
+             TargetResult("a", graph_count=2, break_count=1, breaks=(site["m"],), traced_files=("src/m.py",)))
+        u = (TargetResult("u", graph_count=6, break_count=0, traced_files=("src/u.py",)) if fixed["u"] else
+             TargetResult("u", graph_count=5, break_count=1, breaks=(site["u"],), traced_files=("src/u.py",)))
+        return (a, u)
+
+    monkeypatch.setattr(dynamic, "detect_targets", fake)
+    report = apply_fixes(load_config(tmp_path))
+    validate("fix", to_dict(report))
+    assert {"m": True, "u": True} in seen and seen[-1] == {"m": True, "u": False}
+    assert "torch.where" in (tmp_path / "src/m.py").read_text()
+    assert (tmp_path / "src/u.py").read_text() == MODEL
+    assert [(f.file, f.rule) for f in report.applied] == [("src/m.py", "GM101")]
+    assert [w.file for w in report.withdrawn] == ["src/u.py"] and "more graphs" in report.withdrawn[0].error
+    assert len(report.rolled_back) == 1 and "taken back (1 kept)" in report.rolled_back[0]
+    assert [(t.name, t.graphs_after) for t in report.targets] == [("a", 1), ("u", 5)]
+    from graphmend.commands.fix import render_text
+
+    assert "round 1 partly rolled back (the target would be worse): target u has more graphs" in render_text(report, diff=False)
