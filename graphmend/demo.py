@@ -141,10 +141,14 @@ def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say
 
     say(overall_line(fixed, verified, bench_report))
 
-    write_chart(out / "chart.png", verified, bench_report)
+    try:
+        write_chart(out / "chart.png", verified, bench_report)
+        chart = ", chart.png"
+    except ValueError:  # nothing changed, so nothing to draw: the lines above say so
+        chart = ""
     failed = report.failed or fixed.failed_run or verified.failed or bool(bench_report and bench_report.failed)
     say(f"\nartifacts in {out}: check.txt/json/sarif, fix.diff/json, verify.json/md"
-        + (", bench.json/md" if bench_report else "") + ", chart.png; the fixed copy is in repo/")
+        + (", bench.json/md" if bench_report else "") + f"{chart}; the fixed copy is in repo/")
     return DemoResult(out=out, breaks_before=breaks_before, breaks_after=breaks_after,
                       fixes_applied=len(fixed.applied), verified=not verified.failed, failed=failed)
 
