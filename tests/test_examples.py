@@ -140,8 +140,11 @@ def test_static_finds_the_fixable_sites_without_running_anything():
 
 
 def test_every_label_is_a_promise(checked, tmp_path):
-    """Every break `check` labels fixable is fixed by `fix` (and only those); every compile setting
-    it advises was run on the target and helped, which a run with the setting in the config confirms."""
+    """Every break `check` labels fixable is fixed by `fix` (and only those), unless the fix loop
+    found that the fix alone makes its target worse and took it back, saying so (tiny-moe: GM401
+    removes the `.item()` break but, with the nonzero breaks still there, gives 6 graphs instead
+    of 5); every compile setting it advises was run on the target and helped, which a run with the
+    setting in the config confirms."""
     import shutil
 
     _, report = checked
@@ -150,13 +153,15 @@ def test_every_label_is_a_promise(checked, tmp_path):
     proc = graphmend("fix", "--format", "json", cwd=root)
     fixed = json.loads(proc.stdout)
     applied = {(f["file"], f["line"], f["rule"]) for f in fixed["applied"]}
+    taken_back = {(w["file"], w["line"], w["rule"]) for w in fixed["withdrawn"] if "rolled back: target" in w["error"]}
+    assert taken_back == {(MOE, 25, "GM401")}, fixed["withdrawn"]
     after = {t["name"]: t["breaks_after"] for t in fixed["targets"]}
     advised = []
     for t in report["targets"]:
         labelled = [(b["file"], b["line"], b["rule"]) for b in t["breaks"] if b["fixable"]]
-        assert set(labelled) <= applied, (t["name"], set(labelled) - applied, fixed["declined"])
-        # nothing labelled fixable is left, and everything not labelled fixable is
-        assert after[t["name"]] == sum(not b["fixable"] for b in t["breaks"]), t["name"]
+        assert set(labelled) <= applied | taken_back, (t["name"], set(labelled) - applied, fixed["declined"])
+        # nothing labelled fixable is left (but what was taken back), and everything not labelled fixable is
+        assert after[t["name"]] == sum(not b["fixable"] for b in t["breaks"]) + len(set(labelled) & taken_back), t["name"]
         for b in t["breaks"]:
             if not b["fixable"]:
                 assert b["lever_reason"], b  # says why: a decline, or what a run showed

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Optional
 
@@ -109,6 +110,7 @@ class DockerRunner:
         import requests
 
         started = time.monotonic()
+        run_id = uuid.uuid4().hex
         for sub in ("home", "tmp"):
             (scratch / sub).mkdir(exist_ok=True)
         write_request(scratch, job, WORKSPACE)
@@ -149,7 +151,7 @@ class DockerRunner:
             pids_limit=self.pids,
             detach=True,
             log_config=docker.types.LogConfig(type="json-file", config=LOG_MAX),
-            labels={"graphmend.job": job.label or job.task},
+            labels={"graphmend.job": job.label or job.task, "graphmend.run": run_id},
         )
         if self.cpus:
             options["nano_cpus"] = int(self.cpus * 1e9)
@@ -185,11 +187,26 @@ class DockerRunner:
                                  returncode=returncode, stderr_tail=clean_text(stderr), duration_s=time.monotonic() - started)
             return read_response(scratch, job, returncode, stderr, started)
         finally:
-            if container is not None:
-                try:
-                    container.remove(force=True)
-                except docker.errors.DockerException:
-                    pass
+            _remove(client, container, run_id)
+
+
+def _remove(client: Any, container: Any, run_id: str) -> None:
+    """Remove the job's container however the job ended: also one whose start failed after it was
+    created (found by its run label), retried while the daemon is busy or a removal is under way."""
+    import docker
+    import requests
+
+    for attempt in range(5):
+        try:
+            found = [container] if container is not None else client.containers.list(
+                all=True, filters={"label": f"graphmend.run={run_id}"})
+            for c in found:
+                c.remove(force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            time.sleep(0.5 * (attempt + 1))
 
 
 def _stream_logs(container: Any) -> str:

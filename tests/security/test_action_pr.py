@@ -120,6 +120,7 @@ def test_pr_mode_with_the_docker_runner_holds(hostile_pr, listener, dockerd, doc
     """The same pull request with ``sandbox: docker`` (the suite's daemon, its base image)."""
     scene, repo, review, tmp_path = hostile_pr
     monkeypatch.setenv("DOCKER_HOST", dockerd.host)
+    earlier = {c.id for c in docker_client.containers.list(all=True)}
     proc = run_action_pr(tmp_path, repo, {"sandbox": "docker", "image": docker_base_image}, os.environ["PATH"])
     text = review.read_text()
     loot = find_loot(json.loads(text))
@@ -132,7 +133,8 @@ def test_pr_mode_with_the_docker_runner_holds(hostile_pr, listener, dockerd, doc
     assert listener.accepted == [] and scene.unchanged()
     time.sleep(1.0)
     assert review.read_text() == text and not scene.heartbeat.exists()
-    assert docker_client.containers.list(all=True, filters={"label": "graphmend.job"}) == []
+    left = [c for c in docker_client.containers.list(all=True, filters={"label": "graphmend.job"}) if c.id not in earlier]
+    assert left == []
 
 
 def test_pr_mode_refuses_an_unsandboxed_runner_unless_allowed(hostile_pr, listener, tmp_path):
