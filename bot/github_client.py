@@ -270,14 +270,7 @@ class GitHubClient:
         )
 
     def delete_pending_review(self, number: int, review_id: int) -> None:
-        def delete() -> None:
-            try:
-                self._request("DELETE", f"{self._repo.url}/pulls/{number}/reviews/{review_id}")
-            except GithubException as exc:
-                if exc.status != 404:  # already gone: what we wanted
-                    raise
-
-        self._write(delete)
+        self._delete(f"{self._repo.url}/pulls/{number}/reviews/{review_id}")
 
     def create_review(
         self, number: int, commit_sha: str, body: str, comments: list[dict], recheck: Callable[[], Optional[int]]
@@ -346,11 +339,16 @@ class GitHubClient:
         )
 
     def delete_issue_comment(self, comment_id: int) -> None:
+        self._delete(f"{self._repo.url}/issues/comments/{comment_id}")
+
+    def _delete(self, url: str) -> None:
+        """DELETE ``url``; a 404 (already gone) is what was wanted."""
+
         def delete() -> None:
             try:
-                self._request("DELETE", f"{self._repo.url}/issues/comments/{comment_id}")
+                self._request("DELETE", url)
             except GithubException as exc:
-                if exc.status != 404:  # already gone: what we wanted
+                if exc.status != 404:
                     raise
 
         self._write(delete)
