@@ -152,3 +152,22 @@ def _containers_gone(docker_client, earlier: set, wait_s: float = 30.0) -> bool:
             warnings.warn(f"stopped containers not yet removed: {[(c.short_id, c.status, c.labels) for c in left]}")
             return True
         time.sleep(1.0)
+
+
+def test_pr_mode_refuses_an_unsandboxed_runner_unless_allowed(hostile_pr, listener, tmp_path):
+    scene, repo, review, tmp_path = hostile_pr
+    bin_dir = tmp_path / "bin-without-bwrap"
+    bin_dir.mkdir()
+    for tool in ("git",):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    proc = run_action_pr(tmp_path, repo, {}, str(bin_dir))
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "refusing to run the pull request's code without a sandbox" in proc.stdout + proc.stderr
+    assert "sandbox.runner: docker" in proc.stdout + proc.stderr
+    assert not review.exists() and scene.unchanged() and listener.accepted == []  # nothing of the PR ran
+
+    # Opted in, the PR's code runs as a plain subprocess: it isolates crashes only, and the
+    # attack gets through, except for the token, which was never handed to this step at all.
+    allowed = run_action_pr(tmp_path, repo, {"allow-unsandboxed": "true"}, str(bin_dir))
+    text = review.read_text() if review.exists() else allowed.stdout + allowed.stderr
+    assert "LOOT" in text and allowed.token not in text
