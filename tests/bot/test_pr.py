@@ -172,7 +172,9 @@ sandbox:
 """
 
 
-def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
+def repo_with_target(tmp_path):
+    """A repository whose base commit has the model (no compile site) and a target for it:
+    (root, base sha)."""
     root = tmp_path / "repo"
     (root / "src").mkdir(parents=True)
     (root / "tools").mkdir()
@@ -182,7 +184,11 @@ def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
     (root / "graphmend.yml").write_text(CONFIG_WITH_TARGET)
     (root / "src" / "model.py").write_text(BASE.replace('        print("old", h.shape)\n', "").replace("model = torch.compile(Model())\n", ""))
     git(root, "init", "-q", "-b", "main")
-    base = commit_all(root, "base")
+    return root, commit_all(root, "base")
+
+
+def test_pr_with_one_target_reports_dynamic_breaks(tmp_path):
+    root, base = repo_with_target(tmp_path)
     (root / "src" / "model.py").write_text(HEAD.replace("model = torch.compile(Model())\n", ""))
     git(root, "commit", "-q", "-am", "head")
     head = git(root, "rev-parse", "HEAD")

@@ -8,21 +8,12 @@ from pathlib import Path
 import pytest
 
 from graphmend.pr import analyse
-from tests.bot.conftest import commit_all, git
-from tests.bot.test_pr import BASE, CONFIG_WITH_TARGET, HEAD, TARGETS
+from tests.bot.conftest import commit_all
+from tests.bot.test_pr import HEAD, repo_with_target
 
 
 def _pr(tmp_path: Path, comment: str) -> tuple[Path, str, str]:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "tools").mkdir()
-    (root / "src" / "__init__.py").write_text("")
-    (root / "tools" / "__init__.py").write_text("")
-    (root / "tools" / "targets.py").write_text(TARGETS)
-    (root / "graphmend.yml").write_text(CONFIG_WITH_TARGET)
-    (root / "src" / "model.py").write_text(BASE.replace('        print("old", h.shape)\n', "").replace("model = torch.compile(Model())\n", ""))
-    git(root, "init", "-q", "-b", "main")
-    base = commit_all(root, "base")
+    root, base = repo_with_target(tmp_path)
     head_text = HEAD.replace("model = torch.compile(Model())\n", "").replace("        if h.sum() > 0:\n", f"        if h.sum() > 0:  {comment}\n")
     assert comment in head_text
     (root / "src" / "model.py").write_text(head_text)
