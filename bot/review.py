@@ -70,6 +70,11 @@ class TargetSummary:
     base: Optional[Counts] = None
     head: Optional[Counts] = None
     benchmark: Optional[Benchmark] = None
+    # analysed: ran on the head; unaffected: the pull request changes no file it reads, so the
+    # base's results stand for the head; not-analysed: no result (a shard that did not report)
+    status: Optional[str] = None
+    reason: str = ""
+    duration_s: Optional[float] = None  # the head run's seconds (the base's when carried forward)
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,35 @@ class FileError:
 
 
 @dataclass(frozen=True)
+class StageTime:
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where the time went: wall seconds per stage, and what was not run."""
+
+    stages: tuple[StageTime, ...] = ()
+    total_s: float = 0.0
+    targets_analysed: int = 0
+    targets_unaffected: int = 0
+    base_targets_cached: int = 0  # of the base's targets, how many came from the cache
+    base_targets_run: int = 0
+    cache: str = "off"  # hit | partial | miss | off
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A partial review: shard ``index`` of ``count`` analysed ``plan[index - 1]``."""
+
+    index: int
+    count: int
+    config_digest: str
+    plan: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
 class Review:
     base_sha: str
     head_sha: str
@@ -137,6 +171,8 @@ class Review:
     findings: tuple[Finding, ...] = ()
     errors: tuple[FileError, ...] = ()
     verdict: Optional[str] = None
+    timing: Optional[Timing] = None
+    shard: Optional[Shard] = None
     version: int = VERSION
 
     def with_findings(self, findings: tuple[Finding, ...]) -> "Review":
@@ -190,7 +226,8 @@ def load(path: Path | str) -> Review:
 def dump(review: Review) -> str:
     """The JSON text of a review (validated, so a writer cannot produce what post refuses)."""
     data = to_dict(review)
-    if data.get("verdict") is None:
-        data.pop("verdict", None)
+    for optional in ("verdict", "timing", "shard"):
+        if data.get(optional) is None:
+            data.pop(optional, None)
     validate(data)
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

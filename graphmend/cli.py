@@ -26,6 +26,7 @@ VERBS: dict[str, str] = {
     "bench": "cold start, steady state and throughput, before vs after",
     "pr": "analyse a pull request and write review.json (never posts)",
     "post": "post a finished review.json to GitHub (no torch needed)",
+    "merge": "join the partial reviews of a sharded run (pr --shard I/N) into one review.json",
     "scan": "scan the default branch: SARIF, summary, a fix pull request",
     "baseline": "write the accepted-breaks file the merge gate reads",
     "init": "write a commented graphmend.yml and a targets module skeleton",

@@ -124,6 +124,9 @@ class TargetResult:
     duration_s: float = 0.0
     # repo-relative files Dynamo traced on this run; static candidates are for the others
     traced_files: tuple[str, ...] = ()
+    # repo-relative files the run opened, imported or traced: a pull request that changes none
+    # of them cannot change this result. None: no complete record (it vouches for nothing).
+    depends_on: Optional[tuple[str, ...]] = None
 
 
 @dataclass(frozen=True)

@@ -19,16 +19,19 @@ introduced breaks only. A stage that cannot run is recorded in review.json with 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from graphmend import __version__, fsutil
+from graphmend import fsutil
+from graphmend.affected import changed_files, run_sides
+from graphmend.cache import load as load_entry
+from graphmend.cache import store as store_entry
+from graphmend.shard import plan as plan_shards
+from graphmend.cache import cache_key, config_digest, default_cache_dir  # noqa: F401 - default_cache_dir: the CLI's
 from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_config, load_yaml, parse_config
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
 from graphmend.report import lever_text
@@ -78,48 +81,6 @@ def _git_show(root: Path, sha: str, rel: str) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The base's results, cached by SHA
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "graphmend" / "base"
-
-
-def _torch_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return "none"
-
-
-def cache_key(base_sha: str, config: Config) -> str:
-    """The base SHA plus what else changes its results: the analysis config and the versions."""
-    settings = to_dict(dataclasses.replace(config, root=Path("."), file=None))
-    blob = json.dumps([settings, __version__, _torch_version()], sort_keys=True, default=str)
-    return f"{base_sha}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
-
-
-def load_cached(cache_dir: Optional[Path], key: str) -> Optional[CheckReport]:
-    if cache_dir is None:
-        return None
-    path = cache_dir / f"{key}.json"
-    try:
-        return from_dict(CheckReport, json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError, KeyError):
-        return None  # absent or unreadable: run the base again
-
-
-def store_cached(cache_dir: Optional[Path], key: str, report: CheckReport) -> None:
-    if cache_dir is None or report.failed:
-        return  # never cache a run that crashed: the next one may succeed
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fsutil.write_text(cache_dir / f"{key}.json", json.dumps(to_dict(report)))
-
-
-# ---------------------------------------------------------------------------------------------
 # Matching
 
 
@@ -144,7 +105,7 @@ def match(base: CheckReport, head: CheckReport) -> list[tuple[str, GraphBreak]]:
     b, h = _keyed(base), _keyed(head)
     out = [("introduced" if k not in b else "unchanged", v) for k, v in h.items()]
     out += [("fixed", v) for k, v in b.items() if k not in h]
-    return sorted(out, key=lambda sv: (sv[1].file, sv[1].line, sv[0], _fp(sv[1])))
+    return sorted(out, key=lambda sv: (sv[1].file, sv[1].line, sv[0], _fp(sv[1]), sv[1].target or ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +159,28 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
     return config, accepted, problem
 
 
+def _head_config(root: Path, head_sha: str, config_name: Optional[str]) -> Optional[Config]:
+    """The pull request's own configuration (only to see which targets' entries it changes), or None."""
+    if config_name and Path(config_name).is_absolute():
+        config_name = None
+    name, text = _read_config(root, head_sha, config_name)
+    if name is None or text is None:
+        return None
+    try:
+        return _parse_at(root, head_sha, name, text)
+    except ConfigError:
+        return None
+
+
+def _reading(config: Config, base: CheckReport, fixes: dict[str, Fix]) -> Config:
+    """``config`` with the targets a fix can change: those whose record includes a file a fix
+    edits, and those without a record. Verify proves a fix on every target it can change."""
+    edited = {e.file for fx in fixes.values() for e in fx.edits}
+    records = {t.name: t.depends_on for t in base.targets}
+    keep = {n for n, rec in records.items() if rec is None or edited & set(rec)}
+    return dataclasses.replace(config, targets=tuple(t for t in config.targets if t.name in keep or t.name not in records))
+
+
 def config_change(root: Path, base_sha: str, head_sha: str, config_name: Optional[str], scope: Config) -> str:
     """What the pull request changes in GraphMend's configuration, for a maintainer to accept by
     merging ("" when nothing): the gate itself never uses the head's file."""
@@ -234,8 +217,14 @@ def analyse(
     check_fn: Optional[Callable[..., CheckReport]] = None,
     propose_fixes: bool = True,
     allow_unsandboxed: bool = False,
+    all_targets: bool = False,
+    shard: Optional[tuple[int, int]] = None,
 ) -> PrResult:
-    """Analyse ``head`` against ``base`` in the repository at ``root``; nothing is posted."""
+    """Analyse ``head`` against ``base`` in the repository at ``root``; nothing is posted.
+
+    Only the targets the pull request can affect run on the head (``graphmend.affected``); the
+    others' base results are carried forward; ``all_targets`` runs every one. ``shard`` (i, n)
+    analyses the i-th of n balanced shares and writes a partial review (``graphmend merge``)."""
     from bot import review as rv
     from bot.gate import compute_verdict
 
@@ -243,6 +232,8 @@ def analyse(
     from graphmend.trees import tree_at
 
     check = check_fn or real_check
+    began = time.monotonic()
+    seconds: dict[str, float] = {}
     root = Path(root).resolve()
     base_sha, head_sha = resolve(root, base, "base"), resolve(root, head, "head")
     say = progress or (lambda _m: None)
@@ -252,6 +243,7 @@ def analyse(
     gate_config, accepted, problem = scope_config(root, base_sha, config_name)
     change = config_change(root, base_sha, head_sha, config_name, gate_config)
     stages.append(rv.Stage("config", True, "; ".join(x for x in (problem, change) if x)[:2000]))
+    seconds["config"] = time.monotonic() - began
 
     refused: list[tuple[str, str]] = []  # the head's members that git archive would write outside the tree
     with tree_at(root, head_sha, refused) as head_tree, tree_at(root, base_sha) as base_tree:
@@ -261,33 +253,59 @@ def analyse(
         if why:
             raise PrError(UNSANDBOXED_REFUSAL.format(why=why))
 
-        say(f"pr: analysing head {head_sha[:7]}")
-        head_report = check(head_config)
         key = cache_key(base_sha, dataclasses.replace(base_config, root=Path(".")))
-        base_report = load_cached(cache_dir, key)
-        from_cache = base_report is not None
-        if base_report is None:
-            say(f"pr: analysing base {base_sha[:7]}")
-            base_report = check(base_config)
-            store_cached(cache_dir, key, base_report)
-        stages.append(rv.Stage("base", True, "from the cache" if from_cache else ""))
-        stages.append(rv.Stage("check", True, ""))
+        entry = load_entry(cache_dir, key, say)
+        names = [t.name for t in gate_config.targets]
+        plan = None
+        if shard is not None:
+            durations = {n: (entry.target(n).duration_s if entry is not None and entry.target(n) else None) for n in names}
+            plan = plan_shards(names, durations, shard[1])
+            names = list(plan[shard[0] - 1])
+            say(f"pr: shard {shard[0]}/{shard[1]}: {len(names)} of {len(gate_config.targets)} target(s)")
+        try:
+            changes = None if all_targets else changed_files(root, base_sha, head_sha)
+        except RuntimeError as exc:
+            raise PrError(str(exc)) from None
+        sides = run_sides(check=check, base_config=base_config, head_config=head_config,
+                          pr_config=_head_config(root, head_sha, config_name), changes=changes, names=names,
+                          static=shard is None or shard[0] == 1, entry=entry,
+                          store=lambda report, targets, static: store_entry(cache_dir, key, report, targets=targets,
+                                                                            static=static, say=say), say=say)
+        seconds.update(sides.seconds)
+        base_report, head_report = sides.base, sides.head
+        from_cache = len(sides.base_cached) == len(names) and (sides.static_cached or not (shard is None or shard[0] == 1))
+        cache_state = ("off" if cache_dir is None else "hit" if from_cache else "partial" if sides.base_cached else "miss")
+        stages.append(rv.Stage("base", True, "from the cache" if from_cache else
+                               f"{len(sides.base_cached)} of {len(names)} target(s) from the cache" if sides.base_cached else ""))
+        unaffected = [n for n, st in sides.status.items() if st == "unaffected"]
+        stages.append(rv.Stage("check", True, f"{len(unaffected)} of {len(names)} target(s) unaffected by the pull request: "
+                                              "their base results are carried forward" if unaffected else ""))
+        # Fixes are verified (and benchmarked) on the targets that read the files they edit.
+        head_config = dataclasses.replace(head_config, targets=tuple(
+            t for t in head_config.targets if t.name in set(names)))
 
         matched = match(base_report, head_report)
         introduced = [b for s, b in matched if s == "introduced"]
+        started = time.monotonic()
         if propose_fixes:
             fixes, declines, fix_stage = _propose(head_config, introduced)
         else:
             fixes, declines, fix_stage = {}, {}, rv.Stage("fix", False, "fixes were not asked for (--no-fix)")
         stages.append(fix_stage)
+        seconds["fix"] = time.monotonic() - started
+        started = time.monotonic()
+        reading = _reading(head_config, base_report, fixes)
         if propose_fixes:
-            verdicts, verify_stage = _verify(head_config, fixes)
+            verdicts, verify_stage = _verify(reading, fixes)
         else:
             verdicts, verify_stage = {}, rv.Stage("verify", False, "fixes were not asked for (--no-fix)")
         stages.append(verify_stage)
         passed = [fx for fp, fx in fixes.items() if (verdicts.get(fp) or {}).get("ok")]
-        benchmarks, bench_stage = _bench(head_config, passed, bench, verdicts, progress=say)
+        seconds["verify"] = time.monotonic() - started
+        started = time.monotonic()
+        benchmarks, bench_stage = _bench(reading, passed, bench, verdicts, progress=say)
         stages.append(bench_stage)
+        seconds["bench"] = time.monotonic() - started
 
     findings = []
     for status, b in matched:
@@ -318,7 +336,16 @@ def analyse(
             base=rv.Counts(bt.break_count, bt.graph_count, bt.error) if bt else None,
             head=rv.Counts(ht.break_count, ht.graph_count, ht.error) if ht else None,
             benchmark=benchmarks.get(name),
+            status=sides.status.get(name), reason=sides.reasons.get(name, "")[:2000],
+            duration_s=round(ht.duration_s, 3) if ht else None,
         ))
+    seconds["total"] = time.monotonic() - began
+    timing = rv.Timing(stages=tuple(rv.StageTime(k, round(v, 3)) for k, v in seconds.items()),
+                       total_s=round(seconds["total"], 3), targets_analysed=len(names) - len(unaffected),
+                       targets_unaffected=len(unaffected), base_targets_cached=len(sides.base_cached),
+                       base_targets_run=len(names) - len(sides.base_cached), cache=cache_state)
+    shard_info = (rv.Shard(shard[0], shard[1], config_digest(dataclasses.replace(gate_config, root=Path("."))), plan)
+                  if shard is not None else None)
     errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
     errors += tuple(rv.FileError(path[:1000], why) for path, why in refused)
     # The policy is the base branch's: a pull request does not get to loosen it for itself.
@@ -329,7 +356,7 @@ def analyse(
         fail_on=gate_config.gate.fail_on,
     )
     review = rv.Review(base_sha=base_sha, head_sha=head_sha, settings=settings, stages=tuple(stages),
-                       targets=tuple(targets), findings=tuple(findings), errors=errors)
+                       targets=tuple(targets), findings=tuple(findings), errors=errors, timing=timing, shard=shard_info)
     verdict = compute_verdict(review)
     review = dataclasses.replace(review, verdict="passed" if verdict.passed else "failed")
     return PrResult(review, verdict, from_cache)
@@ -471,3 +498,26 @@ def write_outputs(result: PrResult, out: Path, summary: Optional[Path]) -> None:
     if summary is not None:
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(render.summary_markdown(result.review, result.verdict))
+            fh.write(timing_markdown(result.review))
+
+
+def timing_markdown(review: Any) -> str:
+    """Where the time went, for the step summary: stages, targets run or carried forward, the cache."""
+    t = review.timing
+    if t is None:
+        return ""
+    from bot.render import escape as cell
+
+    lines = ["", "#### Time", "",
+             f"{t.total_s:.1f} s in all; {t.targets_analysed} target(s) analysed, {t.targets_unaffected} unaffected "
+             f"(base results carried forward); base cache: {t.cache} ({t.base_targets_cached} target(s) from it, "
+             f"{t.base_targets_run} run).", "",
+             "| stage | seconds |", "| --- | ---: |"]
+    lines += [f"| {cell(s.name)} | {s.seconds:.1f} |" for s in t.stages if s.name != "total"]
+    ranked = sorted((x for x in review.targets if x.duration_s is not None), key=lambda x: -x.duration_s)
+    if ranked:
+        lines += ["", "| target | status | seconds |", "| --- | --- | ---: |"]
+        lines += [f"| {cell(x.name)} | {cell(x.status or '')} | {x.duration_s:.1f} |" for x in ranked[:50]]
+        if len(ranked) > 50:
+            lines.append(f"| ... {len(ranked) - 50} more | | |")
+    return "\n".join(lines) + "\n"

@@ -29,6 +29,64 @@ class TaskError(Exception):
     """An error the task explains itself; reported without a traceback."""
 
 
+# ---------------------------------------------------------------------------------------------
+# What the worker read: the files a pull request must change to change what a target does.
+
+READS_MAX = 50_000  # distinct paths; past it the record is incomplete (and vouches for nothing)
+_READS: set[str] = set()
+_reads_overflow = False
+_hooked = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    global _reads_overflow
+    # "open" is raised by open(), io.open_code (every import's source) and os.open, before the
+    # file is opened: a path tried and not found is recorded too (adding it changes the run).
+    if event != "open" or not args:
+        return
+    path = args[0]
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    elif not isinstance(path, str):
+        path = getattr(path, "__fspath__", lambda: None)()
+        if not isinstance(path, str):
+            return  # a file descriptor: opened by name earlier, and recorded then
+    if len(_READS) >= READS_MAX:
+        _reads_overflow = True
+        return
+    _READS.add(os.path.abspath(path))
+
+
+def record_reads() -> None:
+    """From now on, record every file this process opens (an audit hook; once per process)."""
+    global _hooked
+    if not _hooked:
+        _hooked = True
+        sys.addaudithook(_audit)
+
+
+def reads_under(root: Path) -> dict[str, Any]:
+    """``{"files": [...], "complete": bool}``: the files under ``root`` this process opened or
+    imported (repo-relative, sorted), outside ``.git``. ``complete`` is False when the record
+    was not kept from the start or overflowed: then it vouches for nothing."""
+    here = Path(root).resolve()
+    seen = set(_READS)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str):
+            seen.add(os.path.abspath(file))
+    out = set()
+    for path in seen:
+        try:
+            rel = Path(path).resolve().relative_to(here)
+        except (ValueError, OSError, RuntimeError):
+            continue
+        if rel.parts and rel.parts[0] != ".git" and "__pycache__" not in rel.parts:
+            out.add(rel.as_posix())
+    complete = _hooked and not _reads_overflow and len(out) <= READS_MAX
+    return {"files": sorted(out)[:READS_MAX], "complete": complete}
+
+
 def selftest_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """A tiny task for testing runners: echoes, or misbehaves on request."""
     action = payload.get("action", "echo")
@@ -97,6 +155,7 @@ def main(argv: list[str]) -> int:
     scratch = Path(argv[0])
     request = json.loads((scratch / "request.json").read_text(encoding="utf-8"))
     root = request.get("root")
+    record_reads()  # before any of the repository's code is imported
     if root:
         sys.path.insert(0, root)
         os.chdir(root)

@@ -2,7 +2,9 @@
 
 Needs the checkout (with both commits) and never a token: it runs the pull request's code
 and posts nothing. ``graphmend post review.json`` posts the result from a trusted job.
-Exit codes: 0 the gate passes; 1 it fails (or a target could not run); 2 bad input.
+With ``--shard I/N`` it writes a partial review of one share of the targets; ``graphmend merge``
+joins the partials and decides the gate. Exit codes: 0 the gate passes (a shard: its targets
+ran); 1 it fails (or a target could not run); 2 bad input.
 """
 
 from __future__ import annotations
@@ -21,8 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event", metavar="FILE", help="the event payload (default: $GITHUB_EVENT_PATH)")
     parser.add_argument("--output", "-o", default="review.json", metavar="FILE", help="where to write review.json")
     parser.add_argument("--summary", metavar="FILE", help="append the step summary here (default: $GITHUB_STEP_SUMMARY)")
-    parser.add_argument("--cache-dir", metavar="DIR", help="where the base's results are cached (default: ~/.cache/graphmend/base)")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="where the base's results are cached, e.g. a folder actions/cache saves and restores "
+                             "(default: $GRAPHMEND_CACHE_DIR, else ~/.cache/graphmend/base)")
     parser.add_argument("--no-cache", action="store_true", help="analyse the base even when it is cached")
+    parser.add_argument("--all-targets", action="store_true",
+                        help="run every target on the head, not only those the pull request can affect")
+    parser.add_argument("--shard", metavar="I/N",
+                        help="analyse the I-th of N balanced shares of the targets and write a partial review "
+                             "(join the partials with graphmend merge)")
     parser.add_argument("--bench", action="store_true", help="benchmark the verified fixes too")
     parser.add_argument("--no-fix", action="store_true", help="report breaks only: propose and verify no fixes")
     parser.add_argument("--allow-unsandboxed", action="store_true",
@@ -32,7 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from graphmend.pr import PrError, analyse, default_cache_dir, shas_from_event, write_outputs
+    from graphmend.shard import ShardError, parse
     from graphmend.trees import TreeError
+
+    try:
+        shard = parse(args.shard) if args.shard else None
+    except ShardError as exc:
+        raise UsageError(str(exc)) from None
 
     base, head = args.base, args.head
     event_path = args.event or os.environ.get("GITHUB_EVENT_PATH")
@@ -45,16 +60,22 @@ def run(args: argparse.Namespace) -> int:
         base, head = base or ev_base, head or ev_head
     if not base or not head:
         raise UsageError("no base/head: pass --base and --head, or an event with pull_request.base.sha and .head.sha")
-    cache = None if args.no_cache else Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    cache_dir = args.cache_dir or os.environ.get("GRAPHMEND_CACHE_DIR")
+    cache = None if args.no_cache else Path(cache_dir) if cache_dir else default_cache_dir()
     try:
         result = analyse(Path(args.root), base, head, config_name=args.config, cache_dir=cache, bench=args.bench,
                          propose_fixes=not args.no_fix, allow_unsandboxed=args.allow_unsandboxed,
+                         all_targets=args.all_targets, shard=shard,
                          progress=lambda m: print(m, file=__import__("sys").stderr))
     except (PrError, TreeError) as exc:
         raise UsageError(str(exc)) from None
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     write_outputs(result, Path(args.output), Path(summary) if summary else None)
     v = result.verdict
+    if shard is not None:
+        print(f"graphmend pr: shard {shard[0]}/{shard[1]}: wrote the partial review {args.output} "
+              "(join the partials with graphmend merge; the gate is decided there)")
+        return 0 if not v.failed_targets else 1
     if args.format == "json":
         print(json.dumps({"passed": v.passed, "new": v.new, "fixed": v.fixed, "unchanged": v.unchanged,
                           "base_from_cache": result.base_from_cache, "output": args.output}, indent=2, sort_keys=True))

@@ -343,7 +343,10 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "mode": mode,
         "python_version": platform.python_version(),
     }
+    from graphmend.worker import reads_under
+
     return {
+        "reads": reads_under(here),
         "graph_count": recorder.graphs,
         "graph_ops": recorder.graph_ops,
         "sites": list(sites.values()),
@@ -442,6 +445,7 @@ def result_from_data(name: str, data: dict[str, Any], config: Config, root: Path
         rel = _relative(f, root)
         if rel is not None:
             traced.append(rel)
+    depends_on = _depends_on(data.get("reads"), traced)
     return TargetResult(
         name=name,
         graph_count=int(data.get("graph_count", 0)),
@@ -451,7 +455,19 @@ def result_from_data(name: str, data: dict[str, Any], config: Config, root: Path
         skipped_frames=sum(1 for b in breaks if b.category is Category.SKIPPED_FRAME),
         duration_s=duration_s,
         traced_files=tuple(sorted(set(traced))),
+        depends_on=depends_on,
     )
+
+
+def _depends_on(reads: Any, traced: list[str]) -> Optional[tuple[str, ...]]:
+    """The files the run depended on (what it read, imported and traced), from the worker's
+    claim checked at the channel; None when the claim is incomplete or malformed."""
+    from graphmend.runner.channel import repo_paths
+
+    if not isinstance(reads, dict) or reads.get("complete") is not True:
+        return None
+    files = repo_paths(reads.get("files"))
+    return None if files is None else tuple(sorted(set(files) | set(traced)))
 
 
 def _replace(gb: GraphBreak, **changes: Any) -> GraphBreak:

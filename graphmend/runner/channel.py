@@ -374,3 +374,25 @@ def source_file(claim: str, root: Path) -> Optional[str]:
     if not stat.S_ISREG(st.st_mode) or st.st_size > SOURCE_MAX_BYTES:
         return None
     return str(resolved)
+
+
+REPO_PATHS_MAX = 50_000
+REPO_PATH_MAX_CHARS = 1000
+_PATH_CHAR_BAD = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def repo_paths(claims: Any, max_items: int = REPO_PATHS_MAX) -> Optional[tuple[str, ...]]:
+    """A worker's list of repository files, or None when any item is not a plain repo-relative
+    path (absolute, ``..``, ``.git``, control characters, over ``REPO_PATH_MAX_CHARS``) or the
+    list is longer than ``max_items``. All or nothing: a record with one bad entry vouches for nothing."""
+    if not isinstance(claims, list) or len(claims) > max_items:
+        return None
+    out = []
+    for claim in claims:
+        if not isinstance(claim, str) or not claim or len(claim) > REPO_PATH_MAX_CHARS or _PATH_CHAR_BAD.search(claim):
+            return None
+        parts = claim.split("/")
+        if claim.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == ".git":
+            return None
+        out.append(claim)
+    return tuple(out)
