@@ -34,7 +34,7 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
     (relative to the repository) or ``None`` (the verb finds the file itself).
     """
     overrides = s.overrides()
-    if s.mode == "post":
+    if s.mode in ("post", "merge"):
         return None  # post takes its settings from review.json; fail-on is a flag
     if s.mode == "pr":
         # pr takes the gate, fix safety and review settings from the base branch (a pull request
@@ -78,7 +78,11 @@ def verb_command(s: settings_mod.Settings, config: Optional[Path], summary: Path
     if s.mode == "pr":
         cmd = gm + ["pr", *common, "--format", "json", "--output", s.review_file, "--summary", str(summary)]
         cmd += ["--allow-unsandboxed"] if s.allow_unsandboxed else []
+        cmd += ["--cache-dir", s.cache_dir] if s.cache_dir else []
+        cmd += ["--shard", s.shard] if s.shard else []
         return cmd + (["--bench"] if s.benchmark else [])
+    if s.mode == "merge":
+        return gm + ["merge", s.partials, "--format", "json", "--output", s.review_file, "--summary", str(summary)]
     if s.mode == "post":
         cmd = gm + ["post", s.review_file, "-C", str(s.workspace), "--format", "json", "--summary", str(summary)]
         cmd += ["--fail-on", s.fail_on] if s.fail_on else []
@@ -227,7 +231,7 @@ def main(env: Optional[dict[str, str]] = None) -> int:
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text("", encoding="utf-8")
     cmd = verb_command(s, config, summary)
-    if s.mode == "pr":
+    if s.mode in ("pr", "merge"):
         # A review.json already in the checkout (left over, or committed by the pull request) must
         # never be reported or uploaded as this run's result.
         Path(s.review_file).unlink(missing_ok=True)
@@ -239,10 +243,11 @@ def main(env: Optional[dict[str, str]] = None) -> int:
     outputs = {name: "" for name in settings_mod.OUTPUTS}
     findings: list[Any] = []
     try:
-        if s.mode in ("pr", "post") and Path(s.review_file).is_file():
+        if s.mode in ("pr", "post", "merge") and Path(s.review_file).is_file():
             produced, findings, passed = review_outputs(Path(s.review_file), s.fail_on)
             outputs.update(produced)
-            if s.mode == "pr" and s.fail_on and code in (0, 1):
+            # A shard's gate is decided by merge, over every shard.
+            if s.mode in ("pr", "merge") and not s.shard and s.fail_on and code in (0, 1):
                 code = 0 if passed else 1  # the fail-on input overrides the base branch's gate.fail_on
         if s.mode == "post":
             outputs["review-url"] = review_url(s, result)
@@ -255,7 +260,7 @@ def main(env: Optional[dict[str, str]] = None) -> int:
     except Exception as exc:  # a bad review.json must not hide the verb's own exit code
         workflow.command("error", f"{Path(s.review_file).name}: {exc}", title=TITLE)
         code = code or 1
-    if s.mode == "pr":
+    if s.mode in ("pr", "merge"):
         annotate(findings)  # post makes its own (check-run annotations or, read-only, commands)
     workflow.write_outputs(s.output_file, outputs)
     workflow.append_summary(s.summary_file, summary.read_text(encoding="utf-8"))

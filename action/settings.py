@@ -37,8 +37,9 @@ BOOLEANS = ("true", "false")
 INPUTS: tuple[Input, ...] = (
     Input("mode", "auto", "What to run: `pr` (analyse a pull request, write review.json; no token needed), "
           "`post` (post a review.json; no PR code runs), `scan` (whole repository: SARIF, summary, fix PR), "
+          "`merge` (join the partial reviews of a sharded `pr` into review-file; no PR code runs), "
           "or `auto` (from the event: pull_request → pr, workflow_run → post, schedule/workflow_dispatch/push → scan).",
-          ("auto", "pr", "post", "scan")),
+          ("auto", "pr", "post", "scan", "merge")),
     Input("config", "", "Path of graphmend.yml relative to the repository root (default: `graphmend.yml` or "
           "`.github/graphmend.yml`)."),
     Input("github-token", "${{ github.token }}", "Token for `post` and `scan`: pull-requests: write, checks: write "
@@ -61,6 +62,11 @@ INPUTS: tuple[Input, ...] = (
           "Use `sandbox: docker` instead.", BOOLEANS),
     Input("sarif-file", "graphmend.sarif", "Where `scan` writes its SARIF file (for upload-sarif)."),
     Input("review-file", "review.json", "Where `pr` writes review.json and where `post` reads it."),
+    Input("cache-dir", "", "Where `pr` keeps the base's results between runs: a folder to save and restore with "
+          "actions/cache (default: ~/.cache/graphmend/base, which ephemeral runners lose)."),
+    Input("shard", "", "`I/N`: `pr` analyses the I-th of N balanced shares of the targets and writes a partial "
+          "review to review-file (use a matrix, then `mode: merge`)."),
+    Input("partials", "graphmend-partials", "The folder of partial reviews `merge` joins into review-file."),
 )
 
 OUTPUTS: dict[str, str] = {
@@ -106,6 +112,9 @@ class Settings:
     server_url: str
     api_url: Optional[str]
     github_token: str = field(default="", repr=False)  # never printed
+    cache_dir: Optional[str] = None
+    shard: Optional[str] = None
+    partials: str = ""
 
     def overrides(self) -> dict[str, dict[str, object]]:
         """The config keys the inputs override (inputs beat graphmend.yml, flags beat both)."""
@@ -191,7 +200,7 @@ def load(env: Optional[Mapping[str, str]] = None) -> Settings:
 
     # action.yml hands no token to a pr step at all; one that arrives anyway (a workflow calling
     # this module directly) is dropped here, before anything could pass it on.
-    token = "" if mode == "pr" else env.get("INPUT_GITHUB_TOKEN", "").strip()
+    token = "" if mode in ("pr", "merge") else env.get("INPUT_GITHUB_TOKEN", "").strip()
     if mode in ("post",) and not token:
         # post degrades to annotations without a token, but an empty input is almost always a
         # workflow mistake (a secret that does not exist), so it is named rather than guessed.
@@ -230,7 +239,32 @@ def load(env: Optional[Mapping[str, str]] = None) -> Settings:
         server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
         api_url=(env.get("GITHUB_API_URL") or "").strip() or None,
         github_token=token,
+        cache_dir=_cache_dir(values["cache-dir"], workspace),
+        shard=_shard(values["shard"]),
+        partials=_path_input("partials", values["partials"], workspace),
     )
+
+
+def _cache_dir(value: str, workspace: Path) -> Optional[str]:
+    """A folder anywhere (runner.temp is outside the workspace); relative to the workspace."""
+    if not value:
+        return None
+    if "\n" in value or "\0" in value:
+        raise SettingsError("input 'cache-dir': must be a single path")
+    path = Path(value)
+    return str(path if path.is_absolute() else (workspace / path).resolve())
+
+
+def _shard(value: str) -> Optional[str]:
+    if not value:
+        return None
+    from graphmend.shard import ShardError, parse
+
+    try:
+        index, count = parse(value)
+    except ShardError as exc:
+        raise SettingsError(f"input 'shard': {str(exc).split(': ', 1)[-1]}") from None
+    return f"{index}/{count}"
 
 
 def markdown_tables() -> str:

@@ -50,9 +50,10 @@ def project_with(tmp_path: Path, workflows: dict[str, str]) -> tuple[Path, list[
     return root, files
 
 
-def test_there_are_the_four_example_workflows():
+def test_there_are_the_five_example_workflows():
     names = {p.name for p in EXAMPLES}
-    assert names == {"graphmend-pr.yml", "graphmend-post.yml", "graphmend-scan.yml", "graphmend-gate.yml"}
+    assert names == {"graphmend-pr.yml", "graphmend-pr-sharded.yml", "graphmend-post.yml", "graphmend-scan.yml",
+                     "graphmend-gate.yml"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

@@ -42,7 +42,7 @@ def test_defaults(tmp_path):
 
 @pytest.mark.parametrize("inputs,message", [
     ({"fail_on": "sometimes"}, "input 'fail-on': 'sometimes' is not one of new-breaks, any-break, never"),
-    ({"mode": "review"}, "input 'mode': 'review' is not one of auto, pr, post, scan"),
+    ({"mode": "review"}, "input 'mode': 'review' is not one of auto, pr, post, scan, merge"),
     ({"suggestions": "yes"}, "input 'suggestions': 'yes' is not one of true, false"),
     ({"sandbox": "vm"}, "input 'sandbox': 'vm' is not one of docker, subprocess"),
     ({"sarif_file": "../out.sarif"}, "input 'sarif-file': '../out.sarif' points outside the workspace"),
