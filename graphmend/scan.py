@@ -101,6 +101,30 @@ def scan(config: Config, *, propose_fixes: bool = True, bench: bool = False, pro
     return dataclasses.replace(_fixes(config, report, bench, say, runner), fixes_sought=True)
 
 
+def scan_shard(config: Config, index: int, count: int, *, progress: Progress = None,
+               durations: Optional[dict[str, Optional[float]]] = None) -> tuple[CheckReport, tuple[tuple[str, ...], ...]]:
+    """Shard ``index`` of ``count``: its share of the targets, and (shard 1) the static pass,
+    unfiltered (``graphmend merge`` drops the candidates in files any shard's targets traced).
+    Proposes no fixes: they are verified on the whole tree, by an unsharded scan."""
+    from graphmend.check import check
+    from graphmend.model import CheckReport as Report
+    from graphmend.shard import plan
+
+    say = progress or (lambda _m: None)
+    names = [t.name for t in config.targets]
+    shares = plan(names, durations or {}, count)
+    mine = list(shares[index - 1])
+    say(f"scan: shard {index}/{count}: {len(mine)} of {len(names)} target(s)")
+    report = Report()
+    if mine:
+        report = check(config, target_names=mine, static=False,
+                       progress=lambda name, done, total: say(f"scan: target {name} ({done}/{total})" if name else "scan: targets done"))
+    if index == 1:
+        found = check(config, dynamic=False)
+        report = dataclasses.replace(report, static=found.static, errors=found.errors)
+    return report, shares
+
+
 def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str], None], runner: Any) -> ScanResult:
     from graphmend.fix import apply_fixes
     from graphmend.transforms.engine import apply_edits

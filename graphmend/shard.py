@@ -152,3 +152,82 @@ def _timing(partials: Sequence):  # noqa: ANN202 - bot.review.Timing
                      base_targets_cached=sum(t.base_targets_cached for t in timings),
                      base_targets_run=sum(t.base_targets_run for t in timings),
                      cache=caches.pop() if len(caches) == 1 else "partial")
+
+
+# ---------------------------------------------------------------------------------------------
+# scan: partial check reports
+
+SCAN_KIND = "graphmend-scan-partial"
+SCAN_PARTIAL_MAX_BYTES = 256 * 1024 * 1024
+
+
+def scan_partial(report, commit: str, index: int, count: int, config_digest: str,
+                 plan_: tuple[tuple[str, ...], ...]) -> dict:
+    """The JSON of one scan shard: its targets' results (and, in shard 1, the static pass)."""
+    from graphmend.model import to_dict
+
+    return {"kind": SCAN_KIND, "version": 1, "commit": commit,
+            "shard": {"index": index, "count": count, "config_digest": config_digest, "plan": [list(s) for s in plan_]},
+            "report": to_dict(report)}
+
+
+def read_scan_partial(data: object, source: str) -> dict:
+    """A scan partial checked against ``scan-partial.schema.json`` (its report against ``check``)."""
+    from graphmend import schemas
+
+    try:
+        schemas.validate("scan-partial", data)
+        schemas.validate("check", data["report"])  # type: ignore[index]
+    except (ValueError, RecursionError) as exc:
+        raise ShardError(f"{source}: not a scan partial: {str(exc)[:300]}") from None
+    return data  # type: ignore[return-value]
+
+
+def merge_scan(partials: Sequence[dict], sources: Sequence[str] = ()):  # -> (CheckReport, problems)
+    """One check report from scan partials; a missing shard's targets become errors naming it."""
+    from graphmend.affected import without_traced
+    from graphmend.model import CheckReport, TargetResult, from_dict
+
+    if not partials:
+        raise ShardError("no partial reports to merge")
+    names = list(sources) or [f"partial {i + 1}" for i in range(len(partials))]
+    first = partials[0]
+    by_index: dict[int, dict] = {}
+    for name, p in zip(names, partials):
+        for what, key in (("commit", lambda d: d["commit"]), ("configuration", lambda d: d["shard"]["config_digest"]),
+                          ("shard count", lambda d: d["shard"]["count"])):
+            if key(p) != key(first):
+                raise ShardError(f"{name} is for another {what} ({str(key(p))[:40]}, not {str(key(first))[:40]}): "
+                                 f"partials of one run only")
+        index = p["shard"]["index"]
+        if index in by_index:
+            raise ShardError(f"{name}: two partials for shard {index}/{p['shard']['count']}")
+        by_index[index] = p
+    count = first["shard"]["count"]
+    targets: dict[str, TargetResult] = {}
+    static: tuple = ()
+    errors: tuple = ()
+    for index in sorted(by_index):
+        p = by_index[index]
+        report = from_dict(CheckReport, p["report"])
+        mine = set(p["shard"]["plan"][index - 1]) if index <= len(p["shard"]["plan"]) else set()
+        for t in report.targets:
+            if t.name in mine:
+                targets.setdefault(t.name, t)
+        if index == 1:
+            static = report.static
+        errors += report.errors
+    problems = [f"shard {i}/{count} did not report: its targets were not analysed" for i in range(1, count + 1)
+                if i not in by_index]
+    for p in by_index.values():
+        for index, share in enumerate(p["shard"]["plan"], start=1):
+            for name in share:
+                if name not in targets:
+                    targets[name] = TargetResult(name=name, error=f"not analysed: shard {index}/{count} did not report"
+                                                 if index not in by_index else "not analysed: no shard reported it")
+    if 1 not in by_index:
+        from graphmend.model import FileError
+
+        errors += (FileError(f"shard 1/{count}", "this shard did not report: static candidates were not checked"),)
+    ordered = tuple(targets[n] for n in sorted(targets))
+    return CheckReport(targets=ordered, static=without_traced(static, ordered), errors=errors), problems

@@ -155,3 +155,19 @@ def test_all_targets_runs_every_target(tmp_path, warm):
                       names=["ta", "tb"], static=False, entry=entry, store=lambda *a: None, say=lambda m: None)
     assert asked == [["ta", "tb"]]
     assert set(sides.status.values()) == {"analysed"}
+
+
+def test_a_record_that_is_incomplete_or_names_a_path_outside_the_repository_vouches_for_nothing(tmp_path):
+    from graphmend.detect.dynamic import result_from_data
+
+    cfg = Config(root=tmp_path)
+
+    def depends(reads):
+        return result_from_data("ta", {"sites": [], "traced_files": [], "reads": reads}, cfg, tmp_path).depends_on
+
+    assert depends({"files": ["src/a.py", "tools/x.txt"], "complete": True}) == ("src/a.py", "tools/x.txt")
+    assert depends({"files": ["src/a.py"], "complete": False}) is None  # overflowed, or not recorded from the start
+    for bad in ("../secret", "/etc/passwd", "src/../../x", ".git/config", "a\nb", "", 5):
+        assert depends({"files": ["src/a.py", bad], "complete": True}) is None, bad
+    assert depends({"files": ["x"] * 50_001, "complete": True}) is None  # over the bound
+    assert depends(None) is None

@@ -119,3 +119,49 @@ def test_an_unsharded_review_is_not_a_partial(pr):
     unsharded, _ = pr
     with pytest.raises(ShardError, match="not a partial review"):
         merge([unsharded])
+
+
+def test_post_refuses_a_partial_review(pr, tmp_path, capsys):
+    _, partials = pr
+    path = tmp_path / "partial.json"
+    path.write_text(dump(partials[0]))
+    assert main(["post", str(path), "--pr", "1", "--head-sha", partials[0].head_sha]) == 2
+    assert "graphmend merge" in capsys.readouterr().err
+
+
+def test_scan_shards_merged_give_the_unsharded_sarif_and_a_missing_one_is_named(tmp_path, capsys):
+    root, _ = make_base(tmp_path)
+    from tests.support.affected_repo import CONFIG
+
+    one_target = CONFIG.replace("  - {name: tb, entry: 'tools.targets:tb', device: cpu, backend: eager}\n", "")
+    assert one_target != CONFIG  # a single target keeps the test fast: one shard runs it, the other the static pass
+    commit(root, {"graphmend.yml": one_target, "src/a.py": MODEL_A_BROKEN, "src/loose.py": "import torch\n\n\n@torch.compile\ndef f(x):\n    print(x)\n"
+                                                                 "    return x\n"})
+    whole = tmp_path / "whole.sarif"
+    assert main(["scan", "-C", str(root), "--no-fix", "--sarif", str(whole)]) == 1
+    parts = []
+    for i in (1, 2):
+        parts.append(tmp_path / f"part{i}.json")
+        assert main(["scan", "-C", str(root), "--shard", f"{i}/2", "--partial", str(parts[-1])]) == 0
+    assert [json.loads(p.read_text())["shard"]["plan"] for p in parts] == [[["ta"], []]] * 2
+    merged = tmp_path / "merged.sarif"
+    capsys.readouterr()
+
+    assert main(["merge", *map(str, parts), "--sarif", str(merged), "--summary", str(tmp_path / "s.md")]) == 1
+
+    def results(path):
+        return sorted(json.dumps(r, sort_keys=True) for r in json.loads(path.read_text())["runs"][0]["results"])
+
+    assert results(merged) == results(whole)
+    found = json.loads(merged.read_text())["runs"][0]["results"]
+    assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in found} == {"src/a.py", "src/loose.py"}
+
+    capsys.readouterr()
+    assert main(["merge", str(parts[1]), "--sarif", str(tmp_path / "half.sarif")]) == 1
+    assert "shard 1/2 did not report" in capsys.readouterr().err
+    assert json.loads((tmp_path / "half.sarif").read_text())["runs"][0]["results"] == []
+    data = json.loads(parts[0].read_text())
+    data["commit"] = "f" * 40
+    parts[0].write_text(json.dumps(data))
+    assert main(["merge", *map(str, parts), "--sarif", str(tmp_path / "x.sarif")]) == 2
+    assert "another commit" in capsys.readouterr().err

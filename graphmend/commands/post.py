@@ -65,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
         review = review_mod.load(args.review)
     except review_mod.ReviewError as exc:
         raise UsageError(str(exc)) from None
+    if review.shard is not None:
+        # One shard's share is not the pull request's result: its gate would pass on what the
+        # other shards never saw.
+        raise UsageError(f"{args.review} is the partial review of shard {review.shard.index}/{review.shard.count}: "
+                         "join the shards with graphmend merge and post its review.json")
 
     baseline: Optional[frozenset[str]] = None
     if args.baseline:

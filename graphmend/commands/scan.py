@@ -30,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--summary", metavar="FILE", help="append the step summary here (default: $GITHUB_STEP_SUMMARY)")
     parser.add_argument("--no-fix", action="store_true", help="report only: propose and verify no fixes")
     parser.add_argument("--bench", action="store_true", help="benchmark the verified fixes for the pull request body")
+    parser.add_argument("--shard", metavar="I/N",
+                        help="analyse the I-th of N shares of the targets (shard 1 also the static pass) and write a "
+                             "partial report to --partial; graphmend merge joins them and writes the SARIF. No fixes")
+    parser.add_argument("--partial", default="graphmend-scan-partial.json", metavar="FILE",
+                        help="where --shard writes its partial report (default: graphmend-scan-partial.json)")
     pr = parser.add_argument_group("fix pull request")
     pr.add_argument("--pull-request", action="store_true", help="open / update / close the fix pull request")
     pr.add_argument("--repo", metavar="OWNER/NAME", help="the repository (default: $GITHUB_REPOSITORY)")
@@ -52,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     root = config.root
+    if args.shard:
+        return _shard(args, config)
     repo = base_branch = base_sha = ""
     credentials: Any = None
     if args.pull_request:  # settle the inputs before the long analysis
@@ -119,6 +126,34 @@ def run(args: argparse.Namespace) -> int:
             line += f"; pull request: {outcome.action}" + (f" #{outcome.number}" if outcome.number else "")
         print(line)
     return code
+
+
+def _shard(args: argparse.Namespace, config: Any) -> int:
+    """``--shard I/N``: one share of the targets, written as a partial report for ``merge``."""
+    import dataclasses
+
+    from graphmend.cache import config_digest
+    from graphmend.scan import scan_shard
+    from graphmend.shard import ShardError, parse, scan_partial
+
+    if args.pull_request:
+        raise UsageError("--shard proposes no fixes: open the fix pull request from an unsharded scan")
+    try:
+        index, count = parse(args.shard)
+    except ShardError as exc:
+        raise UsageError(str(exc)) from None
+    report, shares = scan_shard(config, index, count, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    for t in report.targets:
+        if t.error:
+            warn("scan", f"target {t.name}: {t.error.splitlines()[0]}")
+    commit = _git(config.root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}") or ""
+    digest = config_digest(dataclasses.replace(config, root=Path(".")))
+    out = Path(args.partial)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fsutil.write_text(out, json.dumps(scan_partial(report, commit, index, count, digest, shares), sort_keys=True))
+    print(f"graphmend scan: shard {index}/{count}: {len(report.targets)} target(s), {len(report.all_breaks)} break(s); "
+          f"wrote {out} (join the shards with graphmend merge)")
+    return 1 if report.failed else 0
 
 
 def _credentials(args: argparse.Namespace) -> Any:
