@@ -172,11 +172,15 @@ def _head_config(root: Path, head_sha: str, config_name: Optional[str]) -> Optio
         return None
 
 
-def _reading(config: Config, base: CheckReport, fixes: dict[str, Fix]) -> Config:
-    """``config`` with the targets a fix can change: those whose record includes a file a fix
-    edits, and those without a record. Verify proves a fix on every target it can change."""
-    edited = {e.file for fx in fixes.values() for e in fx.edits}
-    records = {t.name: t.depends_on for t in base.targets}
+def _reading(config: Config, sides: tuple[CheckReport, CheckReport], edited: set[str]) -> Config:
+    """``config`` with the targets an edit of ``edited`` can change: those whose record (on the
+    base or the head) includes one of the files, and those without one. A fix is proved on
+    every target it can change."""
+    records: dict[str, Optional[set[str]]] = {}
+    for report in sides:
+        for t in report.targets:
+            have = records.get(t.name, set())
+            records[t.name] = None if have is None or t.depends_on is None else have | set(t.depends_on)
     keep = {n for n, rec in records.items() if rec is None or edited & set(rec)}
     return dataclasses.replace(config, targets=tuple(t for t in config.targets if t.name in keep or t.name not in records))
 
@@ -288,14 +292,19 @@ def analyse(
         introduced = [b for s, b in matched if s == "introduced"]
         started = time.monotonic()
         if propose_fixes:
-            fixes, declines, fix_stage = _propose(head_config, introduced)
+            # The fix loop re-detects on the targets that read the files of the new breaks only.
+            fixes, declines, fix_stage = _propose(_reading(head_config, (base_report, head_report), {b.file for b in introduced}),
+                                                  introduced)
         else:
             fixes, declines, fix_stage = {}, {}, rv.Stage("fix", False, "fixes were not asked for (--no-fix)")
         stages.append(fix_stage)
         seconds["fix"] = time.monotonic() - started
         started = time.monotonic()
-        reading = _reading(head_config, base_report, fixes)
-        if propose_fixes:
+        reading = _reading(head_config, (base_report, head_report), {e.file for fx in fixes.values() for e in fx.edits})
+        if propose_fixes and fixes and head_config.targets and not reading.targets:
+            verdicts, verify_stage = {}, rv.Stage("verify", False, "no target reads the files the fixes edit: they "
+                                                                    "cannot be verified, so none is suggested")
+        elif propose_fixes:
             verdicts, verify_stage = _verify(reading, fixes)
         else:
             verdicts, verify_stage = {}, rv.Stage("verify", False, "fixes were not asked for (--no-fix)")

@@ -71,14 +71,18 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     write_outputs(result, Path(args.output), Path(summary) if summary else None)
-    v = result.verdict
+    v, t = result.verdict, result.review.timing
     if shard is not None:
         print(f"graphmend pr: shard {shard[0]}/{shard[1]}: wrote the partial review {args.output} "
               "(join the partials with graphmend merge; the gate is decided there)")
         return 0 if not v.failed_targets else 1
     if args.format == "json":
         print(json.dumps({"passed": v.passed, "new": v.new, "fixed": v.fixed, "unchanged": v.unchanged,
-                          "base_from_cache": result.base_from_cache, "output": args.output}, indent=2, sort_keys=True))
+                          "base_from_cache": result.base_from_cache, "output": args.output,
+                          "targets_analysed": t.targets_analysed, "targets_unaffected": t.targets_unaffected,
+                          "cache": t.cache, "seconds": t.total_s}, indent=2, sort_keys=True))
     else:
-        print(f"graphmend pr: {v.headline} ({v.new} new, {v.fixed} fixed, {v.unchanged} unchanged); wrote {args.output}")
+        print(f"graphmend pr: {v.headline} ({v.new} new, {v.fixed} fixed, {v.unchanged} unchanged); "
+              f"{t.targets_analysed} target(s) analysed, {t.targets_unaffected} unaffected, base cache {t.cache}, "
+              f"{t.total_s:.0f} s; wrote {args.output}")
     return 0 if v.passed else 1
