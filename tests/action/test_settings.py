@@ -48,6 +48,9 @@ def test_defaults(tmp_path):
     ({"sarif_file": "../out.sarif"}, "input 'sarif-file': '../out.sarif' points outside the workspace"),
     ({"config": "../../etc/graphmend.yml"}, "input 'config': '../../etc/graphmend.yml' points outside the workspace"),
     ({"review_file": ""}, "input 'review-file': must not be empty"),
+    ({"shard": "5/4"}, "input 'shard': I must be between 1 and N, and N at most 256"),
+    ({"shard": "half"}, "input 'shard': expected I/N, e.g. 1/4"),
+    ({"mode": "merge", "partials": "../elsewhere"}, "input 'partials': '../elsewhere' points outside the workspace"),
 ])
 def test_bad_inputs_are_named(tmp_path, inputs, message):
     with pytest.raises(settings.SettingsError) as err:
@@ -183,3 +186,17 @@ def test_scan_opens_the_fix_pull_request_unless_suggestions_are_off(tmp_path):
     assert "--no-fix" in off and "--pull-request" not in off
     no_token = entry.verb_command(settings.load({**env, "INPUT_GITHUB_TOKEN": ""}), None, tmp_path / "s.md")
     assert "--pull-request" not in no_token
+
+
+def test_cache_dir_and_shard_reach_pr_and_merge_joins_the_partials_without_a_token(tmp_path):
+    s = settings.load(env_for(tmp_path, cache_dir="/runner/temp/graphmend-cache", shard="2/4"))
+    cmd = entry.verb_command(s, None, tmp_path / "s.md")
+    assert cmd[cmd.index("--cache-dir") + 1] == "/runner/temp/graphmend-cache"
+    assert cmd[cmd.index("--shard") + 1] == "2/4"
+    plain = entry.verb_command(settings.load(env_for(tmp_path)), None, tmp_path / "s.md")
+    assert "--cache-dir" not in plain and "--shard" not in plain
+    merged = settings.load(env_for(tmp_path, mode="merge", github_token="t", partials="parts"))
+    assert merged.github_token == ""  # merge reads artifacts only
+    cmd = entry.verb_command(merged, entry.merged_config(merged), tmp_path / "s.md")
+    assert cmd[4:7] == ["merge", str(tmp_path / "parts"), "--format"]
+    assert cmd[cmd.index("--output") + 1] == str(tmp_path / "review.json")
