@@ -7,8 +7,9 @@ written out with ``git archive`` and analysed with the *base*'s configuration (`
 so the two sides are measured the same way and a pull request cannot narrow the analysis that
 gates it; a change it makes to the configuration is reported beside the result (the "config"
 stage) for a maintainer to accept by merging. The base's results are cached by base SHA (and a
-digest of the configuration and versions) so that repeated runs on one pull request do not run
-the base's targets again.
+digest of the configuration and versions, ``graphmend.cache``) so that repeated runs on one pull
+request do not run the base's targets again, and only the targets the pull request can affect
+run on the head (``graphmend.affected``); ``--shard I/N`` analyses one share (``graphmend.shard``).
 
 Breaks are matched by fingerprint into introduced / fixed by the PR / unchanged. The gate's
 settings and the baseline are read from the *base* commit too: a pull request cannot accept
