@@ -34,7 +34,7 @@ from graphmend.cache import store as store_entry
 from graphmend.shard import plan as plan_shards
 from graphmend.cache import cache_key, config_digest, default_cache_dir  # noqa: F401 - default_cache_dir: the CLI's
 from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_config, load_yaml, parse_config
-from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint, from_dict, to_dict
+from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint
 from graphmend.report import lever_text
 from graphmend.runner import unsandboxed_reason
 
