@@ -78,6 +78,8 @@ class ConditionalExpressionOnTensor(Transform):
     }
 
     VALID = (
+        # The values draw gradients from different tensors: `where` would give `y` a zero gradient.
+        "import torch\n\ndef f(x, y):\n    return x * 2 if x.sum() > 0 else y - 1\n",
         # A Python bool test: not a graph break.
         "import torch\n\ndef f(x, training):\n    return x * 2 if training else x\n",
         # .item() in the test: torch.where cannot take a Python bool.
@@ -90,9 +92,9 @@ class ConditionalExpressionOnTensor(Transform):
 
     INVALID = (
         (
-            "import torch\n\ndef f(x, y):\n    return x * 2 if x.sum() > 0 else y - 1\n",
-            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x, y):\n"
-            "    return _graphmend_select(x.sum() > 0, x * 2, y - 1)\n",
+            "import torch\n\ndef f(x):\n    return (x * 2 if x.sum() > 0 else x - 1) + 1\n",
+            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
+            "    return (_graphmend_select(x.sum() > 0, x * 2, x - 1)) + 1\n",
         ),
         (
             "import torch\n\ndef f(x):\n    z = (x.clamp(max=1.0) if (x > 1).any() else x) + 1\n    return z\n",
@@ -150,13 +152,12 @@ class ConditionalExpressionOnTensor(Transform):
                 safety = Safety.UNSAFE
                 notes.append(f"`{fallible}` in the condition now runs where `and`/`or` skipped it, and may raise for some shapes")
         if not pred.zero_d:
-            notes.append("the condition is not evidently 0-d; `.reshape(())` keeps `where` from broadcasting it")
-        # GM101's checks on the selected values, with its state for a single expression.
-        checker = gm101.DataDependentBranch()
-        checker._dtypes, checker._scalars = {}, frozenset()
-        checker._needs_helper, checker._proven_last = False, True
-        checker._no_grad = gm101.grad_disabled(source, node)
-        safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
+            notes.append(f"the condition is not evidently one element; `{A.TRUTH_HELPER}` raises what the expression "
+                         "raised for several or no elements instead of letting `where` broadcast it")
+            if isinstance(node.test, cst.BooleanOperation):
+                safety = Safety.UNSAFE
+                notes.append("a condition that is not evidently one element now runs where `and`/`or` skipped it, "
+                             "and may raise the \"ambiguous\" error where the original did not")
         func = source.enclosing(node, (cst.FunctionDef,))
         chosen = E.alias_roots(node.body, t, A.FRESH) | E.alias_roots(node.orelse, t, A.FRESH)
         if chosen:
@@ -166,12 +167,27 @@ class ConditionalExpressionOnTensor(Transform):
             if why:
                 raise _Declined(f"{why}; the select makes a new tensor, so that update would miss the tensor "
                                 "the original program wrote")
+        # GM101's checks on the selected values, with its state for a single expression.
+        checker = gm101.DataDependentBranch()
+        checker._dtypes, checker._scalars = {}, frozenset()
+        checker._needs_helper, checker._proven_last = False, True
+        checker._no_grad = gm101.grad_disabled(source, node)
+        checker._buffers = gm101.buffer_attrs(source, func)  # type: ignore[arg-type]
+        safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
+        outside = gm101.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
+        if outside:
+            escape = _value_escapes(node, source, func, t)  # type: ignore[arg-type]
+            if escape:
+                value = next(v for v in (node.body, node.orelse) if gm101.outside_roots(source, func, node, [v], t))  # type: ignore[arg-type]
+                raise _Declined(f"{gm101.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
         select = checker._select_fn(torch_name)
         text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
         new = cst.parse_expression(text).with_changes(lpar=node.lpar, rpar=node.rpar)
         tree = source.replace(source.module, node, new)
         if checker._needs_helper:
             tree = source.with_helper(tree, gm101.SELECT_HELPER, gm101._helper_code(torch_name))
+        if not pred.zero_d:
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -184,6 +200,32 @@ class ConditionalExpressionOnTensor(Transform):
             site=node,
             notes="; ".join(dict.fromkeys(notes)),
         )
+
+
+def _value_escapes(node: cst.IfExp, source: SourceFile, func: cst.FunctionDef, t: A._Torch) -> Optional[str]:
+    """Why the expression's value itself (not a tensor computed from it) may reach the caller or
+    be kept, or None: ``return a if c else b``, ``self.h = ...``, ``y = ...`` with ``y`` returned."""
+    child, cur = node, source.parent(node)
+    while isinstance(cur, cst.IfExp) and child is not cur.test:  # an arm of an enclosing conditional
+        child, cur = cur, source.parent(cur)
+    if isinstance(cur, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+        return None  # an operator makes a new tensor
+    if isinstance(cur, cst.Attribute) and cur.value is child:
+        call = source.parent(cur)
+        if isinstance(call, cst.Call) and call.func is cur and cur.attr.value in A.FRESH:
+            return None  # `(a if c else b).sum()`
+    if isinstance(cur, cst.Arg):
+        call = source.parent(cur)
+        if isinstance(call, cst.Call):
+            kind, name = t.func(call.func)
+            if kind in ("torch", "F", "method") and name in A.FRESH:
+                return None  # `torch.tanh(a if c else b)`
+    if isinstance(cur, cst.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0].target, cst.Name):
+        stmt = source.parent(cur)
+        return E.escapes_after(func, stmt, source.positions, {cur.targets[0].target.value}, t, A.FRESH)
+    if isinstance(cur, cst.Return):
+        return f"it is returned at line {source.line(node)}"
+    return f"it is stored or passed on as it is at line {source.line(node)}"
 
 
 def _lowest(a: Safety, b: Safety) -> Safety:
