@@ -51,26 +51,36 @@ class ConditionalExpressionOnTensor(Transform):
         ),
         "Example": (
             "```python\n"
-            "scale = self.up if gate.mean() > 0 else self.down\n"
-            "return hidden * scale\n"
+            "h = self.proj(x)\n"
+            "h = h.clamp(-1e4, 1e4) if torch.isinf(h).any() else h\n"
             "```"
         ),
         "Use instead": (
             "```python\n"
-            "scale = _graphmend_select(gate.mean() > 0, self.up, self.down)  # torch.where when shapes/dtypes agree\n"
-            "return hidden * scale\n"
+            "h = self.proj(x)\n"
+            "h = _graphmend_select(torch.isinf(h).any(), h.clamp(-1e4, 1e4), h)  # torch.where when shapes/dtypes agree\n"
             "```"
         ),
         "Fix safety": (
             "The conditions are GM101's: the condition is a tensor (not `.item()`, `torch.equal`, a Python "
-            "bool), a condition that is not evidently 0-d is reshaped to `()` so that it raises as the "
-            "expression did instead of broadcasting, evaluating the value not taken cannot raise, write state "
-            "or draw random numbers, neither value is `None` or a Python number (`torch.where` would make it "
-            "a tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
+            "bool); a condition that is not evidently one element goes through `_graphmend_truth`, which raises "
+            "the expression's own \"Boolean value of Tensor with more than one value is ambiguous\" error "
+            "instead of letting `where` broadcast it; evaluating the value not taken cannot raise, write state or "
+            "draw random numbers; neither value is `None` or a Python number (`torch.where` would make it a "
+            "tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
             "`_graphmend_select`, which uses `torch.where` only when they agree (a static check under Dynamo) "
-            "and otherwise chooses as the expression did. A value using `log`, `sqrt`, division or `pow` makes "
-            "the fix unsafe (under autograd the untaken value's gradient is multiplied by zero, and 0 * inf is "
-            "NaN)."
+            "and otherwise chooses as the expression did. Declined where gradients may flow (no enclosing "
+            "`torch.no_grad()`/`inference_mode()`) and the two values draw them from different tensors "
+            "(`x * 2 if c else t * 3`, two parameters): `where`'s result requires grad when either value does, "
+            "and the tensors of the value not taken get a zero gradient instead of None. Declined where a value "
+            "may overflow or be NaN and gradients may flow (`log`, `sqrt`, division, `pow`, `exp`, a product "
+            "with an operand that may overflow such as `(x * 1e30) * x`: the untaken value's gradient is "
+            "multiplied by zero, and 0 * inf is NaN). Declined where a value may be the caller's own object "
+            "(`self.weight`, an argument, `x.detach()`, a no-op `.float()`) and the result is returned or kept "
+            "as it is: `where` returns a new tensor (no Parameter, no identity, no shared storage). Dense "
+            "(strided) tensors only: `torch.where` has no sparse kernel, so a sparse tensor reaching the "
+            "rewritten expression raises NotImplementedError there (an error, never a different value; "
+            "`graphmend verify` reports it)."
         ),
         "References": (
             "GM101 data-dependent-branch; PyTorch docs: `torch.where`; Dynamo graph-break registry GB0170."
