@@ -326,3 +326,43 @@ def test_sparse_tensors_are_a_documented_limit_that_fails_loudly(tmp_path):
         after.f(sparse, torch.ones(1))
     dense = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
     assert torch.equal(after.f(dense, torch.ones(1)), before.f(dense, torch.ones(1)))
+
+
+def test_registered_buffers_never_require_grad_so_selecting_them_is_fixed(tmp_path):
+    # The long-context rotary table of examples/ decoder.py: two buffers, chosen by a 0-d test.
+    body = """
+    class Rotary(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("short_inv_freq", torch.ones(4), persistent=False)
+            self.register_buffer("long_inv_freq", torch.full((4,), 0.25), persistent=False)
+
+        def forward(self, position_ids):
+            if position_ids.max() + 1 > 8:
+                inv_freq = self.long_inv_freq
+            else:
+                inv_freq = self.short_inv_freq
+            return position_ids[..., None].float() * inv_freq
+
+
+    def f(m, position_ids):
+        return m(position_ids)
+    """
+    text, result = _fix(body)
+    assert result.text != text, [d.reason for d in result.declined]
+    cases = [lambda m: (m.Rotary(), torch.arange(4)), lambda m: (m.Rotary(), torch.arange(12))]
+    _behaves_the_same(tmp_path, text, result.text, "f", cases)
+    # a "buffer" also assigned as an attribute may be anything: declined
+    rebound = body.replace("        def forward(self, position_ids):\n",
+                           "        def reset(self, t):\n            self.long_inv_freq = t\n\n        def forward(self, position_ids):\n")
+    _, result = _fix(rebound)
+    _declined(result, "require grad")
+
+
+def test_a_non_scalar_condition_after_and_is_unsafe():
+    # `a and b`: the original never asks for b's truth value when a is false; `a & b` does.
+    text = HEADER + "def f(x, y):\n    h = x + 1\n    if (h > 0).any() and torch.gt(y, 0):\n        h = h * 2\n    return h\n"
+    source_fix = fix_text("m.py", text, RuleContext(threshold=Safety.UNSAFE), RULES)
+    (fix,) = source_fix.applied
+    assert fix.safety is Safety.UNSAFE and "ambiguous" in fix.notes
+    assert fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), RULES).text == text
