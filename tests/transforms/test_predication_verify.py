@@ -100,3 +100,18 @@ def test_each_forced_predication_is_caught(make_repo):
     assert "grad:args[0]: max abs error inf" in found, found
     # the condition's error message
     assert "ambiguous" in details["ambiguous"] and "exception/eager" in details["ambiguous"], details["ambiguous"]
+
+
+def test_outputs_carry_type_and_autograd_facts_and_inputs_do_not():
+    import torch
+
+    from graphmend.verify.observe import flatten
+
+    weight = torch.nn.Parameter(torch.ones(2))
+    plain = torch.ones(2)
+    out = dict(flatten((weight, weight * 2, plain)))
+    assert out["out[0].type"] == "torch.nn.parameter.Parameter" and out["out[0].autograd"] == "leaf"
+    assert out["out[1].autograd"] == "computed" and "out[1].type" not in out
+    assert [k for k in out if k.startswith("out[2]")] == ["out[2]"]  # a plain tensor: values only
+    # arguments are compared by value only (verify makes them require grad itself)
+    assert [k for k, _ in flatten((weight,), "args")] == ["args[0]"]
