@@ -20,7 +20,7 @@ from typing import Iterator, Optional, Sequence
 
 import libcst as cst
 
-from graphmend.transforms._effects import ALIAS_FUNCS, ALIAS_METHODS, NON_FINITE_FUNCS, code, dotted  # noqa: F401
+from graphmend.transforms._effects import ALIAS_FUNCS, ALIAS_METHODS, NON_FINITE_FUNCS, PRODUCT_FUNCS, code, dotted, may_overflow  # noqa: F401
 
 # torch.* / F.* functions that neither raise on values, nor mutate, nor draw random numbers.
 PURE_TORCH_FUNCS = frozenset("""
@@ -199,6 +199,8 @@ def _walk(node: cst.CSTNode, t: _Torch, eff: Effects) -> None:  # noqa: C901 - o
             eff.nan_prone.append(shown)
         if isinstance(node.operator, cst.Power):
             eff.nan_prone.append(shown)
+        if isinstance(node.operator, (cst.Multiply, cst.MatrixMultiply)):
+            _overflowing_product([node.left, node.right], shown, t, eff)
         _walk(node.left, t, eff)
         _walk(node.right, t, eff)
         return
@@ -273,8 +275,19 @@ def _is_static_number(v: cst.CSTNode) -> bool:
     return False
 
 
+def _overflowing_product(operands: list, shown: str, t: _Torch, eff: Effects) -> None:
+    """A product of tensors one of which may overflow: its backward multiplies the zero gradient
+    of the arm not taken by that operand, and 0 * inf is NaN."""
+    tensors = [o for o in operands if not is_python_scalar(o, t)]
+    if len(tensors) > 1 and any(may_overflow(o, t) for o in tensors):
+        eff.nan_prone.append(shown)
+
+
 def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
     kind, name = t.func(node.func)
+    if name in PRODUCT_FUNCS and kind in ("method", "torch"):
+        receiver = [node.func.value] if kind == "method" and isinstance(node.func, cst.Attribute) else []
+        _overflowing_product(receiver + [a.value for a in node.args if a.keyword is None and not a.star], shown, t, eff)
     for arg in node.args:
         flag = arg.keyword.value if arg.keyword is not None else ""
         if flag == "out" or (flag == "inplace" and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")):
@@ -403,12 +416,30 @@ def is_static(expr: cst.CSTNode, t: _Torch) -> bool:
     return False
 
 
+TRUTH_HELPER = "_graphmend_truth"
+TRUTH_CODE = f'''def {TRUTH_HELPER}(condition):
+    """The truth value of a one-element tensor as a 0-d bool tensor, for torch.where.
+
+    `if t:` raises for a tensor of several or no elements; this raises the same error instead
+    of letting torch.where broadcast the condition (numel is static under Dynamo).
+    """
+    if condition.numel() != 1:
+        raise RuntimeError(
+            "Boolean value of Tensor with no values is ambiguous"
+            if condition.numel() == 0
+            else "Boolean value of Tensor with more than one value is ambiguous"
+        )
+    return condition.reshape(()).bool()
+'''
+
+
 def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> Predicate:
     """The ``where`` condition for a tensor predicate, or NotATensor with the reason.
 
     ``trusted`` (dynamic mode: Dynamo reported a data-dependent branch here) accepts a
-    condition whose tensor-ness cannot be seen in the source, as ``(cond).reshape(())``
-    so that a non-scalar condition still raises (as the ``if`` did) instead of broadcasting.
+    condition whose tensor-ness cannot be seen in the source. A condition not evidently 0-d
+    goes through ``TRUTH_HELPER`` (``zero_d`` False: the rule adds ``TRUTH_CODE``), which
+    raises what ``if`` raised for a tensor of several or no elements instead of broadcasting.
     """
     _refuse_scalar_reads(expr)
     kind = _kind(expr, t)
@@ -416,9 +447,9 @@ def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> P
         text = _bool_text(expr, t)
         return Predicate(text if kind == "bool0" else f"({text}) != 0", True, expr)
     if kind == "bool":
-        return Predicate(f"({_bool_text(expr, t)}).reshape(())", False, expr)
+        return Predicate(f"{TRUTH_HELPER}({_bool_text(expr, t)})", False, expr)
     if trusted and kind == "unknown" and not isinstance(expr, (cst.BooleanOperation,)):
-        return Predicate(f"({code(expr)}).bool().reshape(())", False, expr)
+        return Predicate(f"{TRUTH_HELPER}({code(expr)})", False, expr)
     raise NotATensor(f"cannot show that `{code(expr)}` is a tensor condition")
 
 

@@ -15,6 +15,12 @@ question is answered conservatively: anything not on a vetted list is assumed to
 - **may-be-non-finite** (:data:`NON_FINITE_FUNCS`): ops whose value or gradient may be inf/NaN for
   finite inputs (``torch.where`` back-propagates ``0 * grad`` through the unselected arm, and
   ``0 * inf`` is NaN).
+  A product of two tensors one of which may overflow (``(x * 1e30) * x``: its backward is
+  ``0 * inf``) counts too (:func:`may_overflow`).
+- **grad sources** (:func:`grad_sources`): the names and attributes a gradient may flow back to
+  from an expression's value. ``torch.where`` makes its result require grad when either arm
+  does, and gives every tensor of the arm not taken a zero gradient (the original left it
+  ``None``): two arms are interchangeable for autograd only when their grad sources are equal.
 - **may-raise / may-consume-RNG**: see ``_analysis.effects`` (the off-predicate evaluation check),
   which draws on the same lists.
 
@@ -88,8 +94,38 @@ NON_FINITE_FUNCS: dict[str, str] = {
     "norm": "(o * 1e30)", "std": "(o[:1, :1])", "var": "(o[:1, :1])", "acos": "(o)", "asin": "(o)",
     "atanh": "(o)", "acosh": "(o)", "logit": "(z)", "erfinv": "(o)", "lgamma": "(z)", "digamma": "(z)",
     "xlogy": "(z, z)", "sinh": "(o * 1000)", "cosh": "(o * 1000)", "softmin": "(-n, -1)",
-    "cdist": "(o * 1e30, z)", "dist": "(o * 1e30, z)",
+    "cdist": "(o * 1e30, z)", "dist": "(o * 1e30, z)", "prod": "(o * 1e30)",
 }
+# Products: the gradient of one operand is the incoming gradient times the other operand, so an
+# operand that overflowed to inf gives 0 * inf = NaN in the arm not taken.
+PRODUCT_FUNCS = frozenset("mul multiply matmul mm bmm einsum outer baddbmm addmm addbmm addmv mv dot inner kron".split())
+# Ops that may turn finite values into very large or infinite ones (with PRODUCT_FUNCS and
+# NON_FINITE_FUNCS); a literal at least this large counts too.
+MAGNIFYING_FUNCS = frozenset("pow square exp exp2 expm1 cumprod sinh cosh".split())
+LARGE_LITERAL = 1e4
+# Ops whose result never requires grad (a bool, an integer, a fresh constant, a Python value).
+NO_GRAD_FUNCS = frozenset("""
+eq ne gt ge lt le greater less greater_equal less_equal isinf isnan isfinite isposinf isneginf isreal
+logical_and logical_or logical_not logical_xor any all signbit bitwise_and bitwise_or bitwise_not bitwise_xor
+argmax argmin zeros_like ones_like full_like empty_like zeros ones full finfo iinfo new_zeros new_ones new_full
+size dim numel is_floating_point is_complex long int bool short byte char detach
+""".split())
+# Ops whose result requires grad exactly when one of their tensor operands does (vetted: each
+# has a derivative; ``heaviside`` for one has none and raises in backward).
+GRAD_FUNCS = frozenset("""
+abs absolute neg negative exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan tanh sigmoid relu
+erf erfc sign sgn floor ceil round trunc frac reciprocal square pow clamp clip clamp_min clamp_max maximum
+minimum fmax fmin where lerp add sub subtract mul multiply div true_divide nan_to_num sum mean prod amax amin
+max min norm std var logsumexp softmax log_softmax softmin cumsum matmul mm bmm einsum cat concat concatenate
+stack transpose permute reshape flatten squeeze unsqueeze view view_as expand expand_as contiguous clone
+masked_fill baddbmm addmm outer tril triu diag roll flip movedim swapaxes broadcast_to t float half double
+bfloat16 repeat chunk split unbind relu6 gelu silu mish layer_norm group_norm rms_norm linear pad normalize
+softplus softsign elu selu celu leaky_relu hardtanh hardswish hardsigmoid glu logsigmoid tanhshrink
+softshrink hardshrink threshold hypot atan2 arctan2 cpu
+""".split())
+# Positional arguments that never carry a gradient: a mask or a condition.
+_NO_GRAD_ARG = {"masked_fill": 0, "where": 0}
+_FLOAT_DTYPES = frozenset("float16 half bfloat16 float32 float float64 double".split())
 # Torch functions that return a Python value or never write: builtins safe to call on anything.
 NON_WRITING_BUILTINS = frozenset("""
 len isinstance issubclass hasattr getattr callable type id repr str int float bool tuple list
@@ -137,8 +173,10 @@ class Modules:
         self.writers: set[str] = set()  # self.<name> modules that write their argument
         self.vetted: set[str] = set()  # self.<name> modules known not to write their argument
         self.fresh: set[str] = set()  # self.<name> modules known to return a new tensor
+        self.buffers: set[str] = set()  # self.<name> registered as buffers (never require grad)
         if cls is None:
             return
+        self.buffers = _buffers(cls)
         seen: dict[str, list[bool]] = {}
         fresh: dict[str, list[bool]] = {}
         for node in iter_tree(cls.body):
@@ -158,6 +196,26 @@ class Modules:
                 self.writers.add(name)
         self.vetted = {n for n, oks in seen.items() if all(oks)}
         self.fresh = {n for n, oks in fresh.items() if all(oks)}
+
+
+def _buffers(cls: cst.ClassDef) -> set[str]:
+    """Names the class registers with ``self.register_buffer("name", value)``, where ``value``
+    is not asked to require grad. A buffer is state, not a trained leaf: ``requires_grad_()``
+    on the module and optimizers leave it alone. A name also bound otherwise (``self.name =
+    ...``, a second registration with a tensor that may require grad) is not counted."""
+    found: dict[str, bool] = {}
+    for node in iter_tree(cls.body):
+        if isinstance(node, cst.Call) and dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
+            name = node.args[0].value
+            if isinstance(name, cst.SimpleString):
+                value = node.args[1].value
+                plain = not any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "requires_grad"
+                                for n in iter_tree(value)) and "Parameter" not in code(value)
+                found[name.evaluated_value] = found.get(name.evaluated_value, True) and plain  # type: ignore[arg-type]
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute) \
+                and dotted(node.target.value) == "self":
+            found[node.target.attr.value] = False
+    return {n for n, ok in found.items() if ok}
 
 
 def _inplace_flag(call: cst.Call) -> bool:
@@ -299,6 +357,98 @@ def alias_roots(expr: cst.CSTNode, t, known_fresh: frozenset[str], modules: Opti
     if isinstance(expr, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda)):
         return {n.value for n in iter_tree(expr) if isinstance(n, cst.Name)}  # may hold what it reads
     return set()
+
+
+def grad_sources(expr: cst.CSTNode, t, scalars: frozenset[str] = frozenset()) -> Optional[frozenset[str]]:
+    """The names and attribute chains (``x``, ``self.weight``) a gradient may flow back to from
+    ``expr``'s value, or None when that cannot be told (an unknown call, a dtype conversion to
+    an unknown dtype). ``scalars`` are names and attribute chains that never carry a gradient
+    (Python numbers, ``self.<buffer>``)."""
+    if isinstance(expr, cst.Name):
+        if expr.value in ("None", "True", "False") or expr.value in scalars:
+            return frozenset()
+        return frozenset((expr.value,))
+    if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)):
+        return frozenset()
+    if isinstance(expr, cst.Attribute):
+        if expr.attr.value in ("shape", "dtype", "ndim", "device", "layout", "is_cuda", "is_sparse", "requires_grad", "data"):
+            return frozenset()
+        if expr.attr.value in ALIAS_ATTRS:
+            return grad_sources(expr.value, t, scalars)
+        d = dotted(expr)
+        if d in scalars:
+            return frozenset()
+        return frozenset((d,)) if d else None
+    if isinstance(expr, cst.Subscript):
+        return grad_sources(expr.value, t, scalars)  # an index never carries a gradient
+    if isinstance(expr, cst.Comparison):
+        return frozenset()
+    if isinstance(expr, cst.UnaryOperation):
+        if isinstance(expr.operator, (cst.Minus, cst.Plus)):
+            return grad_sources(expr.expression, t, scalars)
+        return frozenset()  # `not`, `~`: a bool
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return frozenset()
+        if isinstance(expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power)):
+            left, right = grad_sources(expr.left, t, scalars), grad_sources(expr.right, t, scalars)
+            return None if left is None or right is None else left | right
+        return None
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        parts = [grad_sources(e.value, t, scalars) for e in expr.elements]
+        return None if any(p is None for p in parts) else frozenset().union(*parts)  # type: ignore[arg-type]
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        if any(a.keyword is not None and a.keyword.value == "requires_grad" for a in expr.args):
+            return None
+        if kind == "other":
+            return None
+        if name in NO_GRAD_FUNCS:
+            return frozenset()
+        operands: list[cst.CSTNode] = []
+        if kind == "method":
+            operands.append(expr.func.value)  # type: ignore[union-attr]
+        if name in ("to", "type") and kind == "method":
+            dtypes = [dotted(a.value).split(".")[-1] for a in expr.args]
+            if not dtypes or not all(d in _FLOAT_DTYPES for d in dtypes):
+                return None  # an integer or unknown dtype: the result may not require grad
+        elif name not in GRAD_FUNCS:
+            return None
+        skip = _NO_GRAD_ARG.get(name)
+        positional = 0
+        for a in expr.args:
+            if a.keyword is None and not a.star:
+                if positional == skip:
+                    positional += 1
+                    continue
+                positional += 1
+            if a.keyword is not None and a.keyword.value in ("mask", "condition", "dim", "dtype"):
+                continue
+            operands.append(a.value)
+        parts = [grad_sources(o, t, scalars) for o in operands]
+        return None if any(p is None for p in parts) else frozenset().union(*parts)  # type: ignore[arg-type]
+    return None
+
+
+def may_overflow(expr: cst.CSTNode, t) -> bool:
+    """Whether ``expr`` computes something that may be inf for finite operands: a product, a
+    power, an exponential, a large literal. Plain names (inputs, earlier values) are taken as
+    finite."""
+    for node in iter_tree(expr):
+        if isinstance(node, cst.BinaryOperation) and isinstance(
+                node.operator, (cst.Multiply, cst.MatrixMultiply, cst.Power, cst.Divide, cst.LeftShift)):
+            return True
+        if isinstance(node, (cst.Integer, cst.Float)):
+            try:
+                if abs(float(node.evaluated_value)) >= LARGE_LITERAL:
+                    return True
+            except (ValueError, OverflowError):
+                return True
+        if isinstance(node, cst.Call):
+            _, name = t.func(node.func)
+            if name in PRODUCT_FUNCS or name in MAGNIFYING_FUNCS or name in NON_FINITE_FUNCS or name == "div":
+                return True
+    return False
 
 
 def _skip_walk(node: cst.CSTNode, skip: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -487,7 +637,8 @@ def escapes_after(func: cst.FunctionDef, site: cst.CSTNode, positions, names: se
         elif isinstance(node, cst.Assign) and any(isinstance(tg.target, (cst.Attribute, cst.Subscript)) for tg in node.targets):
             value = node.value
         if value is not None:
-            hit = {n.value for n in iter_tree(value) if isinstance(n, cst.Name)} & shared
+            # what the stored or returned value may be (``y + 1`` is a new tensor, ``(y,)`` holds y)
+            hit = alias_roots(value, t, known_fresh) & shared
             if hit:
                 return f"`{sorted(hit)[0]}` leaves the function at line {p.start.line}"
     return None

@@ -51,26 +51,36 @@ class ConditionalExpressionOnTensor(Transform):
         ),
         "Example": (
             "```python\n"
-            "scale = self.up if gate.mean() > 0 else self.down\n"
-            "return hidden * scale\n"
+            "h = self.proj(x)\n"
+            "h = h.clamp(-1e4, 1e4) if torch.isinf(h).any() else h\n"
             "```"
         ),
         "Use instead": (
             "```python\n"
-            "scale = _graphmend_select(gate.mean() > 0, self.up, self.down)  # torch.where when shapes/dtypes agree\n"
-            "return hidden * scale\n"
+            "h = self.proj(x)\n"
+            "h = _graphmend_select(torch.isinf(h).any(), h.clamp(-1e4, 1e4), h)  # torch.where when shapes/dtypes agree\n"
             "```"
         ),
         "Fix safety": (
             "The conditions are GM101's: the condition is a tensor (not `.item()`, `torch.equal`, a Python "
-            "bool), a condition that is not evidently 0-d is reshaped to `()` so that it raises as the "
-            "expression did instead of broadcasting, evaluating the value not taken cannot raise, write state "
-            "or draw random numbers, neither value is `None` or a Python number (`torch.where` would make it "
-            "a tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
+            "bool); a condition that is not evidently one element goes through `_graphmend_truth`, which raises "
+            "the expression's own \"Boolean value of Tensor with more than one value is ambiguous\" error "
+            "instead of letting `where` broadcast it; evaluating the value not taken cannot raise, write state or "
+            "draw random numbers; neither value is `None` or a Python number (`torch.where` would make it a "
+            "tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
             "`_graphmend_select`, which uses `torch.where` only when they agree (a static check under Dynamo) "
-            "and otherwise chooses as the expression did. A value using `log`, `sqrt`, division or `pow` makes "
-            "the fix unsafe (under autograd the untaken value's gradient is multiplied by zero, and 0 * inf is "
-            "NaN)."
+            "and otherwise chooses as the expression did. Declined where gradients may flow (no enclosing "
+            "`torch.no_grad()`/`inference_mode()`) and the two values draw them from different tensors "
+            "(`x * 2 if c else t * 3`, two parameters): `where`'s result requires grad when either value does, "
+            "and the tensors of the value not taken get a zero gradient instead of None. Declined where a value "
+            "may overflow or be NaN and gradients may flow (`log`, `sqrt`, division, `pow`, `exp`, a product "
+            "with an operand that may overflow such as `(x * 1e30) * x`: the untaken value's gradient is "
+            "multiplied by zero, and 0 * inf is NaN). Declined where a value may be the caller's own object "
+            "(`self.weight`, an argument, `x.detach()`, a no-op `.float()`) and the result is returned or kept "
+            "as it is: `where` returns a new tensor (no Parameter, no identity, no shared storage). Dense "
+            "(strided) tensors only: `torch.where` has no sparse kernel, so a sparse tensor reaching the "
+            "rewritten expression raises NotImplementedError there (an error, never a different value; "
+            "`graphmend verify` reports it)."
         ),
         "References": (
             "GM101 data-dependent-branch; PyTorch docs: `torch.where`; Dynamo graph-break registry GB0170."
@@ -78,6 +88,8 @@ class ConditionalExpressionOnTensor(Transform):
     }
 
     VALID = (
+        # The values draw gradients from different tensors: `where` would give `y` a zero gradient.
+        "import torch\n\ndef f(x, y):\n    return x * 2 if x.sum() > 0 else y - 1\n",
         # A Python bool test: not a graph break.
         "import torch\n\ndef f(x, training):\n    return x * 2 if training else x\n",
         # .item() in the test: torch.where cannot take a Python bool.
@@ -90,9 +102,9 @@ class ConditionalExpressionOnTensor(Transform):
 
     INVALID = (
         (
-            "import torch\n\ndef f(x, y):\n    return x * 2 if x.sum() > 0 else y - 1\n",
-            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x, y):\n"
-            "    return _graphmend_select(x.sum() > 0, x * 2, y - 1)\n",
+            "import torch\n\ndef f(x):\n    return (x * 2 if x.sum() > 0 else x - 1) + 1\n",
+            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
+            "    return (_graphmend_select(x.sum() > 0, x * 2, x - 1)) + 1\n",
         ),
         (
             "import torch\n\ndef f(x):\n    z = (x.clamp(max=1.0) if (x > 1).any() else x) + 1\n    return z\n",
@@ -150,13 +162,12 @@ class ConditionalExpressionOnTensor(Transform):
                 safety = Safety.UNSAFE
                 notes.append(f"`{fallible}` in the condition now runs where `and`/`or` skipped it, and may raise for some shapes")
         if not pred.zero_d:
-            notes.append("the condition is not evidently 0-d; `.reshape(())` keeps `where` from broadcasting it")
-        # GM101's checks on the selected values, with its state for a single expression.
-        checker = gm101.DataDependentBranch()
-        checker._dtypes, checker._scalars = {}, frozenset()
-        checker._needs_helper, checker._proven_last = False, True
-        checker._no_grad = gm101.grad_disabled(source, node)
-        safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
+            notes.append(f"the condition is not evidently one element; `{A.TRUTH_HELPER}` raises what the expression "
+                         "raised for several or no elements instead of letting `where` broadcast it")
+            if isinstance(node.test, cst.BooleanOperation):
+                safety = Safety.UNSAFE
+                notes.append("a condition that is not evidently one element now runs where `and`/`or` skipped it, "
+                             "and may raise the \"ambiguous\" error where the original did not")
         func = source.enclosing(node, (cst.FunctionDef,))
         chosen = E.alias_roots(node.body, t, A.FRESH) | E.alias_roots(node.orelse, t, A.FRESH)
         if chosen:
@@ -166,12 +177,27 @@ class ConditionalExpressionOnTensor(Transform):
             if why:
                 raise _Declined(f"{why}; the select makes a new tensor, so that update would miss the tensor "
                                 "the original program wrote")
+        # GM101's checks on the selected values, with its state for a single expression.
+        checker = gm101.DataDependentBranch()
+        checker._dtypes, checker._scalars = {}, frozenset()
+        checker._needs_helper, checker._proven_last = False, True
+        checker._no_grad = gm101.grad_disabled(source, node)
+        checker._buffers = gm101.buffer_attrs(source, func)  # type: ignore[arg-type]
+        safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
+        outside = gm101.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
+        if outside:
+            escape = _value_escapes(node, source, func, t)  # type: ignore[arg-type]
+            if escape:
+                value = next(v for v in (node.body, node.orelse) if gm101.outside_roots(source, func, node, [v], t))  # type: ignore[arg-type]
+                raise _Declined(f"{gm101.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
         select = checker._select_fn(torch_name)
         text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
         new = cst.parse_expression(text).with_changes(lpar=node.lpar, rpar=node.rpar)
         tree = source.replace(source.module, node, new)
         if checker._needs_helper:
             tree = source.with_helper(tree, gm101.SELECT_HELPER, gm101._helper_code(torch_name))
+        if not pred.zero_d:
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -184,6 +210,32 @@ class ConditionalExpressionOnTensor(Transform):
             site=node,
             notes="; ".join(dict.fromkeys(notes)),
         )
+
+
+def _value_escapes(node: cst.IfExp, source: SourceFile, func: cst.FunctionDef, t: A._Torch) -> Optional[str]:
+    """Why the expression's value itself (not a tensor computed from it) may reach the caller or
+    be kept, or None: ``return a if c else b``, ``self.h = ...``, ``y = ...`` with ``y`` returned."""
+    child, cur = node, source.parent(node)
+    while isinstance(cur, cst.IfExp) and child is not cur.test:  # an arm of an enclosing conditional
+        child, cur = cur, source.parent(cur)
+    if isinstance(cur, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+        return None  # an operator makes a new tensor
+    if isinstance(cur, cst.Attribute) and cur.value is child:
+        call = source.parent(cur)
+        if isinstance(call, cst.Call) and call.func is cur and cur.attr.value in A.FRESH:
+            return None  # `(a if c else b).sum()`
+    if isinstance(cur, cst.Arg):
+        call = source.parent(cur)
+        if isinstance(call, cst.Call):
+            kind, name = t.func(call.func)
+            if kind in ("torch", "F", "method") and name in A.FRESH:
+                return None  # `torch.tanh(a if c else b)`
+    if isinstance(cur, cst.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0].target, cst.Name):
+        stmt = source.parent(cur)
+        return E.escapes_after(func, stmt, source.positions, {cur.targets[0].target.value}, t, A.FRESH)
+    if isinstance(cur, cst.Return):
+        return f"it is returned at line {source.line(node)}"
+    return f"it is stored or passed on as it is at line {source.line(node)}"
 
 
 def _lowest(a: Safety, b: Safety) -> Safety:

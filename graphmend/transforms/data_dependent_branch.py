@@ -117,13 +117,25 @@ class DataDependentBranch(Transform):
             "(only known pure torch operations are accepted; integer division and computed indices are "
             "refused); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
             "branch gives `None` or a Python number; the selected variables are not updated in place "
-            "elsewhere in the function (the select returns a new tensor, not an alias). The rewrite "
-            "assumes both branches give the same shape and dtype (`where` would broadcast or promote); "
-            "evident mismatches are declined, the rest is checked by re-detection and `graphmend verify`. "
-            "A branch using `log`, `sqrt`, division or `pow` makes the fix unsafe: under autograd the "
-            "untaken branch's gradient is multiplied by zero, and 0 * inf is NaN. Static (unverified) "
-            "candidates are applied only with `--unsafe-fixes`. `torch.cond` is never used: under torch "
-            "2.13 it traces both branches and fails on branches valid only under their predicate."
+            "elsewhere in the function (the select returns a new tensor, not an alias). A condition that "
+            "is not evidently one element goes through `_graphmend_truth`, which raises the `if`'s own "
+            "\"Boolean value of Tensor with more than one value is ambiguous\" error instead of letting "
+            "`where` broadcast it. The rewrite assumes both branches give the same shape and dtype (`where` "
+            "would broadcast or promote); evident mismatches are declined, the rest goes through "
+            "`_graphmend_select`, which checks them. Where gradients may flow (no enclosing "
+            "`torch.no_grad()`/`inference_mode()`) the site is declined when the branches draw gradients "
+            "from different tensors (`where`'s result requires grad when either branch does, and the tensors "
+            "of the branch not taken get a zero gradient instead of None; buffers the class registers count as "
+            "never requiring grad), and when a branch may be inf/NaN: `log`, `sqrt`, division, `pow`, `exp`, "
+            "or a product with an operand that may overflow (`(x * 1e30) * x`), since the untaken branch's "
+            "gradient is multiplied by zero and 0 * inf is NaN. A returned value that may be the caller's own "
+            "object (an argument, `self.weight`, `x.detach()`, a no-op `.float()`) is declined: `where` "
+            "returns a new tensor; an assigned one that leaves the function makes the fix unsafe. Dense "
+            "(strided) tensors only: `torch.where` has no sparse kernel, so a sparse tensor reaching a "
+            "rewritten site raises NotImplementedError there (an error, never a different value; `graphmend "
+            "verify` reports it). Static (unverified) candidates are applied only with `--unsafe-fixes`. "
+            "`torch.cond` is never used: under torch 2.13 it traces both branches and fails on branches valid "
+            "only under their predicate."
         ),
         "References": (
             "GraphMend (predicated control flow); PyTorch docs: `torch.where`, "
@@ -194,9 +206,10 @@ class DataDependentBranch(Transform):
         ),
         # The same call with different positional arguments: the call runs once, as before.
         (
-            "import torch\n\ndef f(x, w, mask):\n    if mask.all():\n        out = torch.nn.functional.linear(x.detach(), w)\n    else:\n"
+            "import torch\n\ndef f(x, w):\n    if (x > 0).all():\n        out = torch.nn.functional.linear(x.clamp(max=1.0), w)\n    else:\n"
             "        out = torch.nn.functional.linear(x, w)\n    return out\n",
-            "import torch\n\ndef f(x, w, mask):\n    out = torch.nn.functional.linear(torch.where(mask.all(), x.detach(), x), w)\n    return out\n",
+            "import torch\n\n\n" + _helper_code("torch") + "\ndef f(x, w):\n"
+            "    out = torch.nn.functional.linear(_graphmend_select((x > 0).all(), x.clamp(max=1.0), x), w)\n    return out\n",
         ),
     )
 
@@ -296,7 +309,12 @@ class DataDependentBranch(Transform):
                                      "and may raise for some shapes")
             conds.extend(preds)
             if not all(p.zero_d for p in preds):
-                notes.append("the condition is not evidently 0-d; `.reshape(())` keeps `where` from broadcasting it")
+                notes.append(f"the condition is not evidently one element; `{A.TRUTH_HELPER}` raises what `if` raised "
+                             "for several or no elements instead of letting `where` broadcast it")
+            if any(not p.zero_d and (i > 0 or k > 0 or isinstance(p.node, cst.BooleanOperation)) for k, p in enumerate(preds)):
+                safety = Safety.UNSAFE
+                notes.append("a condition that is not evidently one element now runs where `and`/`or`/`elif` skipped "
+                             "it, and may raise the \"ambiguous\" error where the original did not")
             cond_texts.append(" & ".join(_paren(p.text) if len(preds) > 1 else p.text for p in preds))
         for part in static:
             eff = A.effects(part, t)
@@ -304,6 +322,7 @@ class DataDependentBranch(Transform):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
 
         self._no_grad = grad_disabled(source, node)
+        self._buffers = buffer_attrs(source, func)
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         self._dtypes = _known_dtypes(static, t)
         self._scalars = frozenset()
@@ -445,6 +464,11 @@ class DataDependentBranch(Transform):
                 lines.append(_fit(f"{name}{ann} = ", expr, indent))
         elif shape == "return":
             values = [arm.ret for arm in arms]
+            returned = [e.value for v in values for e in v.elements] if all(isinstance(v, cst.Tuple) for v in values) else values
+            for v in returned:
+                outside = outside_roots(source, func, node, [v], t)  # type: ignore[list-item]
+                if outside:
+                    raise _Declined(identity_reason(A.code(v), sorted(outside)[0]))  # type: ignore[arg-type]
             if all(isinstance(v, cst.Tuple) for v in values):
                 sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
                 if len(sizes) != 1:
@@ -505,6 +529,8 @@ class DataDependentBranch(Transform):
         tree = source.replace_many(source.module, changes)
         if self._needs_helper:
             tree = source.with_helper(tree, SELECT_HELPER, _helper_code(torch_name))
+        if not all(p.zero_d for p in conds):
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -545,6 +571,10 @@ class DataDependentBranch(Transform):
                     f"`{fallible}` now runs on both paths; the original evaluated it only where its branch "
                     "was taken, and it may raise for some shapes (e.g. operands that do not broadcast)"
                 )
+        if not self._no_grad:
+            why = _grad_mismatch(values, t, self._scalars | self._buffers)
+            if why:
+                raise _Declined(why)
         dtypes = {d for d in (_explicit_dtype(v, t) for v in values) if d is not None}
         if len(dtypes) > 1:
             raise _Declined(f"{what} has dtype {' in one branch and '.join(sorted(dtypes))} in the other; torch.where would promote")
@@ -580,10 +610,34 @@ class DataDependentBranch(Transform):
 # helpers
 
 
+def _grad_mismatch(values: list, t: A._Torch, scalars: frozenset[str]) -> Optional[str]:
+    """Why the values may differ for autograd, or None when every one draws gradients from the
+    same tensors (``x.clamp(max=1.0)`` and ``x * 2``)."""
+    sources = [E.grad_sources(v, t, scalars) for v in values]
+    if all(s is not None for s in sources) and len(set(sources)) == 1:
+        return None
+    shown = ", ".join(f"`{A.code(v)}` from {_sources_text(s)}" for v, s in zip(values, sources))
+    return ("the branches' values may not both require grad, or not from the same tensors (" + shown + "); "
+            "torch.where's result requires grad when either value does, and the tensors of the branch not taken "
+            "get a zero gradient instead of None (an optimizer then still updates them), unless no gradient flows "
+            "(torch.no_grad()/inference_mode())")
+
+
+def _sources_text(s: Optional[frozenset[str]]) -> str:
+    if s is None:
+        return "tensors this rule cannot tell"
+    return ", ".join(f"`{n}`" for n in sorted(s)) if s else "no tensor"
+
+
 def _nan_reason(expr: str) -> str:
     return (f"`{expr}` may be inf/NaN where its branch is not taken; torch.where evaluates both arms and "
             "back-propagates 0 * inf = NaN through the unselected one, and gradients may flow here (no "
             "enclosing torch.no_grad()/inference_mode())")
+
+
+def buffer_attrs(source: SourceFile, func: cst.FunctionDef) -> frozenset[str]:
+    """``self.<name>`` for the buffers the enclosing class registers (they never require grad)."""
+    return frozenset(f"self.{n}" for n in E.Modules(source.enclosing(func, (cst.ClassDef,))).buffers)  # type: ignore[arg-type]
 
 
 def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
@@ -814,16 +868,11 @@ def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNod
     On a path where the original keeps an existing tensor (``y = x``, no ``else``, a view or a
     no-op conversion of one) that is not provably made in this function, the caller may get that
     very tensor back (and share it with its own argument); after the rewrite it gets a new one."""
-    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
     for name in _target_order(arms):
         values = [v for arm in arms for n, v, _ in arm.targets if n == name]
         if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
             values.append(cst.Name(name))
-        outside = set()
-        for v in values:
-            for root in E.alias_roots(v, t, A.FRESH, modules):
-                if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
-                    outside.add(root)
+        outside = outside_roots(source, func, node, values, t)
         if outside:
             escape = E.escapes_after(func, node, source.positions, {name}, t, A.FRESH)
             if escape:
@@ -831,6 +880,24 @@ def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNod
                         f"{escape}; after the rewrite it is a new tensor there, which a caller that updates either "
                         "one in place (or compares identity) would see")
     return None
+
+
+def outside_roots(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, values: list, t: A._Torch) -> set[str]:
+    """The names whose objects (an argument, ``self``'s attribute, not a tensor made in this
+    function before ``node``) the values may be, view, or be a no-op conversion of."""
+    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+    out: set[str] = set()
+    for v in values:
+        for root in E.alias_roots(v, t, A.FRESH, modules):
+            if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
+                out.add(root)
+    return out
+
+
+def identity_reason(value: str, root: str) -> str:
+    return (f"on one path the value is `{value}`, which may be `{root}`'s own object (the caller's tensor, a "
+            "parameter or buffer, or a view or no-op conversion of it); torch.where returns a new tensor, so the "
+            "caller would no longer get that object (its identity, later in-place updates, an nn.Parameter's type)")
 
 
 def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:

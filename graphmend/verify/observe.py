@@ -24,30 +24,46 @@ from typing import Any, Callable
 PLAIN = (bool, int, float, str, type(None))
 
 
-def flatten(value: Any, prefix: str = "out") -> list[tuple[str, Any]]:
+def flatten(value: Any, prefix: str = "out", facts: Any = None) -> list[tuple[str, Any]]:
     """(path, leaf) pairs for tensors and plain values inside tuples, dicts, dataclasses.
 
     Hugging Face ``ModelOutput`` is an ``OrderedDict`` subclass whose ``None`` fields are
     absent from ``items()``, so it flattens like the dict it is.
+
+    A call's outputs (``prefix`` "out", or ``facts=True``) also carry what a caller can see of
+    each tensor besides its values, as plain values compared like any other: ``PATH.type``
+    when it is not a plain ``torch.Tensor`` (an ``nn.Parameter`` the original returned itself),
+    and ``PATH.autograd`` when it requires grad: "leaf" (an input or parameter handed back
+    itself) or "computed". A rewrite whose output requires grad where the original's did not
+    (``torch.where`` over an arm that does), or that returns a new tensor where the original
+    returned the caller's own, differs there even when every value is equal.
     """
     import torch
 
+    if facts is None:
+        facts = prefix == "out"
     if isinstance(value, torch.Tensor):
-        return [(prefix, value)]
+        leaves: list[tuple[str, Any]] = [(prefix, value)]
+        if facts:
+            if type(value) is not torch.Tensor:
+                leaves.append((f"{prefix}.type", f"{type(value).__module__}.{type(value).__qualname__}"))
+            if value.requires_grad:
+                leaves.append((f"{prefix}.autograd", "leaf" if value.is_leaf else "computed"))
+        return leaves
     if isinstance(value, dict):
         out: list[tuple[str, Any]] = []
         for key, item in value.items():
-            out.extend(flatten(item, f"{prefix}[{key!r}]"))
+            out.extend(flatten(item, f"{prefix}[{key!r}]", facts))
         return out
     if isinstance(value, (tuple, list)):
         out = []
         for i, item in enumerate(value):
-            out.extend(flatten(item, f"{prefix}[{i}]"))
+            out.extend(flatten(item, f"{prefix}[{i}]", facts))
         return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = []
         for f in dataclasses.fields(value):
-            out.extend(flatten(getattr(value, f.name), f"{prefix}.{f.name}"))
+            out.extend(flatten(getattr(value, f.name), f"{prefix}.{f.name}", facts))
         return out
     if value is None or isinstance(value, (bool, int, float, str)):
         return [(prefix, value)]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import warnings
 
+import libcst as cst
 import pytest
 import torch
 import torch.nn.functional as F
 
 from graphmend.model import Decline, Fix, Safety
 from graphmend.transforms import _effects as E
+from graphmend.transforms._analysis import torch_names_of
 from graphmend.transforms.base import RuleContext, SourceFile
 from graphmend.transforms.conditional_expression_on_tensor import ConditionalExpressionOnTensor
 from graphmend.transforms.data_dependent_branch import DataDependentBranch
@@ -334,3 +336,103 @@ def test_fresh_module_returns_a_new_tensor(name):
     for mode in (True, False):
         out = module.train(mode)(*args)
         assert all(_storage(out) != _storage(a) for a in args), f"nn.{name} returned its argument's storage"
+
+
+# --------------------------------------------------------------------------------------------
+# Gradient sources: which ops pass requires_grad on (and have a derivative), which never do.
+
+_X = "x"  # a (2, 3) float tensor that requires grad
+_GRAD_CALLS = {
+    "addmm": "torch.addmm(x, x, x.t() @ x)", "baddbmm": "torch.baddbmm(x[None], x[None], (x.t() @ x)[None])",
+    "bmm": "torch.bmm(x[None], x.t()[None])", "broadcast_to": "torch.broadcast_to(x, (2, 2, 3))",
+    "cat": "torch.cat([x, x])", "concat": "torch.concat([x, x])", "concatenate": "torch.concatenate([x, x])",
+    "einsum": "torch.einsum('ij,kj->ik', x, x)", "expand": "x[None].expand(2, 2, 3)",
+    "group_norm": "F.group_norm(x, 1)", "layer_norm": "F.layer_norm(x, (3,))", "lerp": "torch.lerp(x, x * 2, 0.5)",
+    "masked_fill": "x.masked_fill(x > 0, 0.0)", "matmul": "torch.matmul(x, x.t())", "mm": "torch.mm(x, x.t())",
+    "movedim": "torch.movedim(x, 0, 1)", "outer": "torch.outer(x[0], x[1])", "pad": "F.pad(x, (1, 1))",
+    "permute": "x.permute(1, 0)", "repeat": "x.repeat(2, 1)", "rms_norm": "F.rms_norm(x, (3,))",
+    "stack": "torch.stack([x, x])", "swapaxes": "torch.swapaxes(x, 0, 1)", "threshold": "F.threshold(x, 0.1, 0.0)",
+    "transpose": "x.transpose(0, 1)", "where": "torch.where(x > 0, x, x * 2)", "view": "x.view(-1)",
+    "view_as": "x.view_as(x)", "expand_as": "x[:1].expand_as(x)", "chunk": "x.chunk(2)[0]", "split": "x.split(1)[0]",
+    "unbind": "x.unbind()[0]", "glu": "F.glu(x[:, :2])", "float": "x.float()", "half": "x.half()",
+    "double": "x.double()", "bfloat16": "x.bfloat16()", "contiguous": "x.contiguous()", "clone": "x.clone()",
+    "t": "x.t()", "cpu": "x.cpu()", "diag": "torch.diag(x[0])", "hypot": "torch.hypot(x, x)",
+    "atan2": "torch.atan2(x, x + 3)", "arctan2": "torch.arctan2(x, x + 3)", "fmax": "torch.fmax(x, x * 2)",
+    "fmin": "torch.fmin(x, x * 2)", "maximum": "torch.maximum(x, x * 2)", "minimum": "torch.minimum(x, x * 2)",
+    "reshape": "torch.reshape(x, (-1,))", "unsqueeze": "torch.unsqueeze(x, 0)", "softmin": "F.softmin(x, 0)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(E.GRAD_FUNCS))
+def test_grad_op_requires_grad_from_its_operand_and_has_a_derivative(name):
+    x = torch.randn(2, 3, requires_grad=True)
+    call = _GRAD_CALLS.get(name)
+    if call is None:
+        call = f"torch.{name}(x)" if hasattr(torch, name) else f"F.{name}(x)"
+        if name in ("pow", "add", "sub", "subtract", "mul", "multiply", "div", "true_divide", "clamp_min", "clamp_max"):
+            call = f"torch.{name}(x, 2.0)"
+        elif name in ("softmax", "log_softmax", "softmin", "cumsum", "logsumexp", "roll", "flip"):
+            call = f"torch.{name}(x, {'(0,), (0,)' if name == 'roll' else '(0,)' if name == 'flip' else '0'})"
+        elif name in ("clamp", "clip"):
+            call = f"torch.{name}(x, -0.5, 0.5)"
+        elif name == "linear":
+            call = "F.linear(x, x)"
+        elif name == "normalize":
+            call = "F.normalize(x)"
+    out = eval(call, {"torch": torch, "F": F, "x": x})
+    assert isinstance(out, torch.Tensor) and out.requires_grad, name
+    (grad,) = torch.autograd.grad(out.float().sum(), [x])  # raises where no derivative exists
+    assert grad is not None
+
+
+_NO_GRAD_CALLS = {
+    "bitwise_and": "torch.bitwise_and(i, i)", "bitwise_or": "torch.bitwise_or(i, i)", "bitwise_xor": "torch.bitwise_xor(i, i)",
+    "bitwise_not": "torch.bitwise_not(i)", "finfo": "torch.finfo(x.dtype).max", "iinfo": "torch.iinfo(i.dtype).max",
+    "zeros": "torch.zeros(2)", "ones": "torch.ones(2)", "full": "torch.full((2,), 1.0)", "new_zeros": "x.new_zeros(2)",
+    "new_ones": "x.new_ones(2)", "new_full": "x.new_full((2,), 1.0)", "size": "x.size()", "dim": "x.dim()",
+    "numel": "x.numel()", "full_like": "torch.full_like(x, 2.0)", "is_floating_point": "x.is_floating_point()", "is_complex": "x.is_complex()",
+    "long": "x.long()", "int": "x.int()", "bool": "x.bool()", "short": "x.short()", "byte": "x.byte()", "char": "x.char()",
+    "detach": "x.detach()", "argmax": "x.argmax()", "argmin": "x.argmin()", "any": "x.any()", "all": "x.all()",
+    "logical_and": "torch.logical_and(x, x)", "logical_or": "torch.logical_or(x, x)", "logical_xor": "torch.logical_xor(x, x)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(E.NO_GRAD_FUNCS))
+def test_no_grad_op_never_requires_grad(name):
+    x = torch.randn(2, 3, requires_grad=True)
+    i = torch.tensor([1, 2, 3])
+    call = _NO_GRAD_CALLS.get(name, f"torch.{name}(x)" if name not in ("eq", "ne", "gt", "ge", "lt", "le", "greater", "less",
+                                                                      "greater_equal", "less_equal") else f"torch.{name}(x, 0.5)")
+    out = eval(call, {"torch": torch, "x": x, "i": i})
+    assert not (isinstance(out, torch.Tensor) and out.requires_grad), name
+
+
+@pytest.mark.parametrize("name", sorted(E.PRODUCT_FUNCS))
+def test_product_op_gives_nan_gradient_through_an_overflowed_operand_in_an_unselected_arm(name):
+    x = torch.tensor([[1.0e10, 2.0], [3.0, 4.0]], requires_grad=True)
+    calls = {"einsum": "torch.einsum('ij,jk->ik', a, x)", "baddbmm": "torch.baddbmm(x[None], a[None], x[None])",
+             "addmm": "torch.addmm(x, a, x)", "addbmm": "torch.addbmm(x, a[None], x[None])", "addmv": "torch.addmv(x[0], a, x[0])",
+             "mv": "torch.mv(a, x[0])", "dot": "torch.dot(a[0], x[0])", "inner": "torch.inner(a[0], x[0])",
+             "outer": "torch.outer(a[0], x[0])", "bmm": "torch.bmm(a[None], x[None])", "kron": "torch.kron(a, x)"}
+    a = x * 1e30  # inf where x is 1e10: an operand that overflowed
+    out = eval(calls.get(name, f"torch.{name}(a, x)"), {"torch": torch, "a": a, "x": x})
+    selected = torch.where(torch.tensor(False), out.sum(), x.sum())  # the product is the arm not taken
+    (grad,) = torch.autograd.grad(selected, [x])
+    assert not torch.isfinite(grad).all(), name
+
+
+def test_grad_sources_of_arms():
+    t = torch_names_of(cst.parse_module("import torch\n"))
+
+    def sources(expr: str, scalars=frozenset()):
+        return E.grad_sources(cst.parse_expression(expr), t, scalars)
+
+    assert sources("x.clamp(max=1.0)") == sources("x * 2") == frozenset({"x"})
+    assert sources("x.masked_fill(mask, 0.0)") == frozenset({"x"})
+    assert sources("torch.where(x > y, x, 2.0)") == frozenset({"x"})
+    assert sources("x.detach()") == sources("x > 0") == sources("x.long()") == frozenset()
+    assert sources("self.weight * 2") == frozenset({"self.weight"})
+    assert sources("self.buf * 2", frozenset({"self.buf"})) == frozenset()
+    assert sources("torch.clamp(h, min=-c, max=c)", frozenset({"c"})) == frozenset({"h"})
+    assert sources("helper(x)") is None and sources("x.to(torch.long)") is None
+    assert sources("torch.zeros(3, requires_grad=True)") is None

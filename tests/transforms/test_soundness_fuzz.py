@@ -54,12 +54,17 @@ class M(nn.Module):
         self.act = nn.ReLU(inplace=True)
         self.sub = Sub()
         self.calls = 0
+        self.w = nn.Parameter(torch.full((1, 4), 0.5))
 
     def forward(self, x):
 '''
 
-CONDS = ["x.sum() > 0", "(x > 0.5).any()", "x.mean() < 0", "(y > 1).all()"]
-EXPRS = ["x * 2", "x.clamp(max=1.0)", "x - 1", "x.abs()", "x.float()", "x", "torch.tanh(x)", "y + x"]
+# torch.gt(x, 0.5) has four elements: the original raises "ambiguous", and so must the rewrite.
+CONDS = ["x.sum() > 0", "(x > 0.5).any()", "x.mean() < 0", "(y > 1).all()", "torch.gt(x, 0.5)"]
+# x * self.w and x.detach(): arms that differ for autograd (requires_grad, None vs zero grads);
+# (x * 1e30) * x: an arm that overflows (NaN gradients through a select).
+EXPRS = ["x * 2", "x.clamp(max=1.0)", "x - 1", "x.abs()", "x.float()", "x", "torch.tanh(x)", "y + x",
+         "x * self.w", "(x * 1e30) * x", "x.detach()"]
 INITS = ["x", "x.float()", "x.view(-1).view_as(x)", "x * 1", "x.contiguous()"]
 SIMPLE = [
     "y.add_(1)", "x.mul_(2)", "F.relu(y, inplace=True)", "self.act(y)", "torch.add(y, 1, out=y)",
@@ -89,7 +94,7 @@ def programs(draw):
     return HEADER + body
 
 
-INPUTS = [[[0.5, -1.0, 2.0, 0.25]], [[-0.5, -1.0, -2.0, -0.25]], [[200.0, 1.0, 3.0, 0.75]]]
+INPUTS = [[[0.5, -1.0, 2.0, 0.25]], [[-0.5, -1.0, -2.0, -0.25]], [[200.0, 1.0, 3.0, 0.75]], [[-3.0e9, 1.0, 0.5, -2.0]]]
 _GRAD_NOISE = re.compile(r", grad_fn=<\w+>|, requires_grad=True")
 
 
@@ -105,7 +110,9 @@ def _observe(module, values):
             if isinstance(loss, torch.Tensor):
                 loss.backward()
         seen["result"] = [r.detach().clone() for r in result]
+        seen["kind"] = [(type(r).__name__, r.requires_grad, r is given_x) for r in result]
         seen["grad"] = None if leaf.grad is None else leaf.grad.clone()
+        seen["w_grad"] = None if module.w.grad is None else module.w.grad.clone()
     except Exception as error:  # noqa: BLE001 - compared with the original's
         seen["error"] = (type(error), str(error).splitlines()[0] if str(error) else "")
     seen["input_after"] = given_x.detach().clone()
@@ -122,10 +129,12 @@ def _same(a: dict, b: dict, what: str, streams_on_error: bool = True) -> None:
     else:
         for x, y in zip(a["result"], b["result"]):
             torch.testing.assert_close(y, x, equal_nan=True, msg=lambda m: f"{what}: value {m}")
-        if a["grad"] is None or b["grad"] is None:
-            assert a["grad"] is b["grad"] is None, what
-        else:
-            torch.testing.assert_close(b["grad"], a["grad"], equal_nan=True, msg=lambda m: f"{what}: grad {m}")
+        assert a["kind"] == b["kind"], (what, a["kind"], b["kind"])
+        for key in ("grad", "w_grad"):
+            if a[key] is None or b[key] is None:
+                assert a[key] is b[key] is None, (what, key)
+            else:
+                torch.testing.assert_close(b[key], a[key], equal_nan=True, msg=lambda m: f"{what}: {key} {m}")
     torch.testing.assert_close(b["input_after"], a["input_after"], equal_nan=True, msg=lambda m: f"{what}: input {m}")
     assert a["calls"] == b["calls"], what
     if streams_on_error or "error" not in a:
