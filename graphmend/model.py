@@ -124,6 +124,7 @@ class TargetResult:
     duration_s: float = 0.0
     # repo-relative files Dynamo traced on this run; static candidates are for the others
     traced_files: tuple[str, ...] = ()
+    recompiles: int = 0  # frames Dynamo compiled again on this run (their guards failed)
 
 
 @dataclass(frozen=True)
