@@ -231,10 +231,14 @@ def _eager_anyway(rel: str, text: str, breaks: Sequence[GraphBreak], context: Se
         for k, (name, _, first) in skips:
             if func is None or name != func.name or k.target != b.target or enclosing(first) is not func:
                 continue
-            if first == b.line or first == func.lineno:
-                moot[b.line] = (f"Dynamo runs {name}() eagerly from here on anyway: it skips the frame because of the break "
-                                f"at {k.file}:{k.line} ({k.gb_type}), which it cannot resume from; without this break it "
-                                f"would skip {name}() from an earlier point, so no graph is gained: fix that break first")
+            cause = f"the break at {k.file}:{k.line} ({k.gb_type}), which it cannot resume from"
+            if first == b.line:
+                moot[b.line] = (f"Dynamo runs {name}() eagerly from here on anyway: it skips the frame because of {cause}; "
+                                f"without this break it would skip {name}() from an earlier point, so no graph is gained: "
+                                "fix that break first")
+            elif first == func.lineno:
+                moot[b.line] = (f"Dynamo runs all of {name}() eagerly anyway: it skips the frame because of {cause}; "
+                                "removing this break gains no graph: fix that break first")
     return moot
 
 

@@ -200,3 +200,10 @@ def test_a_skip_whose_own_break_is_fixed_too_makes_nothing_moot(repo):
     (repo / "pkg" / "r.py").write_text(ROUTER)
     config, breaks = _router_breaks(repo, 16, Category.DYNAMIC_SHAPE, skipped="pick")
     assert label_breaks(config, breaks, verified=True)[0].fixable
+
+
+def test_a_break_in_a_function_dynamo_skips_whole_is_declined_too(repo):
+    (repo / "pkg" / "r.py").write_text(ROUTER)
+    config, breaks = _router_breaks(repo, 16, Category.DYNAMIC_SHAPE, skipped="route")
+    item = label_breaks(config, breaks, verified=True)[0]
+    assert not item.fixable and "Dynamo runs all of route() eagerly anyway" in item.lever_reason, item.lever_reason
