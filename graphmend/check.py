@@ -144,7 +144,8 @@ def label_breaks(config: Config, breaks: Sequence[GraphBreak], targets: Sequence
         routed = route_breaks(file_breaks, rules)
         if not any(routed.values()):
             continue  # no rule handles these breaks: the classification's reason stands
-        result = fix_file(root, rel, file_breaks, rule_context(config, threshold, rel, targets, verified=verified), rules)
+        result = fix_file(root, rel, file_breaks, rule_context(config, threshold, rel, targets, verified=verified), rules,
+                          context=breaks)
         for b in file_breaks:
             # Asked per break: two breaks on one line (a break and the frame it made Dynamo
             # skip) may go to different rules.
@@ -177,9 +178,11 @@ def _label(config: Config, b: GraphBreak, candidates: list[str], result: Any) ->
         why = b.lever_reason if b.rule == code else f"{code} rewrites this site exactly"
         return dataclasses.replace(b, fixable=True, rule=code, lever=Lever.RULE, lever_reason=why)
     reasons: list[str] = []
+    declined: dict[str, list[str]] = {}  # reason -> the rules that gave it
     for d in result.declined:
         if d.line == b.line and d.rule in candidates:
-            reasons.append(f"{d.rule} declined: {d.reason}")
+            declined.setdefault(d.reason, []).append(d.rule)
+    reasons.extend(f"{', '.join(dict.fromkeys(codes))} declined: {why}" for why, codes in declined.items())
     lever = None
     for s in result.skipped:
         if s.fix.line == b.line and s.fix.rule in candidates:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from graphmend import fsutil
 from graphmend.config import Config, load_config
-from graphmend.model import Decline, to_dict
+from graphmend.model import CheckReport, Decline, to_dict
 
 if TYPE_CHECKING:
     from graphmend.bench.results import BenchReport
@@ -119,10 +119,13 @@ def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say
 
     # 3. verify: the fixed working tree against the commit it started from.
     started = stage("verify: original vs fixed, same weights, same inputs, eager and compiled")
-    verified = verify(config, base="HEAD", progress=note)
+    names, skipped = verify_plan(report, fixed)
+    verified = verify(config, names or None, base="HEAD", progress=note)
     _write(out, "verify.json", json.dumps(to_dict(verified), indent=2, sort_keys=True))
     _write(out, "verify.md", render_verify_markdown(verified))
     say(render_verify_text(verified).rstrip() + f"  [{time.monotonic() - started:.0f} s]")
+    if skipped:
+        say(f"        {skipped}")
 
     # 4. bench: what the fixes buy, as before/after ratios with intervals, measured in one run.
     bench_report = None
@@ -166,7 +169,7 @@ def leftover_lines(fixed: FixReport) -> list[str]:
         site = declines.get((b.file, b.line))
         if site:
             lines.append(f"left     {b.file}:{b.line} {b.category.value}, declined:")
-            lines += [f"           {d.rule}: {d.reason}" for d in site]
+            lines += [f"           {rules}: {why}" for why, rules in _by_reason(site)]
             site.clear()  # said once, under the first break there
         elif (b.file, b.line) not in declines:
             lever = f"{b.lever.value}: {b.lever_reason}" if b.lever_reason else b.lever.value
@@ -178,23 +181,46 @@ def leftover_lines(fixed: FixReport) -> list[str]:
     return lines
 
 
-def bench_plan(config: Config, fixed: FixReport) -> tuple[Config, list[str], str]:
-    """Which targets the demo benchmarks, and with which backend.
+def _by_reason(declines: list[Decline]) -> list[tuple[str, str]]:
+    """(reason, "GM401, GM501") for each distinct reason, in order: said once for all its rules."""
+    rules: dict[str, list[str]] = {}
+    for d in declines:
+        rules.setdefault(d.reason, []).append(d.rule)
+    return [(why, ", ".join(codes)) for why, codes in rules.items()]
 
-    Only the targets the fixes changed (graphs or breaks): the others run the same code before
-    and after. The changed target that lost the most graphs runs with ``inductor``, the backend
-    a model is deployed with, so the story shows what a break costs there; the rest keep their
-    configured backend (``eager`` in the bundled examples, to keep the demo short)."""
+
+def bench_plan(config: Config, fixed: FixReport) -> tuple[Config, list[str], str]:
+    """Which target the demo benchmarks, and with which backend.
+
+    The changed target (graphs or breaks; the others run the same code before and after) that
+    lost the most graphs, with ``inductor``, the backend a model is deployed with: the story
+    shows what a break costs there. One target, because every round of a benchmark is two fresh
+    processes that each compile with inductor from an empty cache, and the rounds cannot run in
+    parallel without disturbing each other's timings; the other changed targets are named, with
+    the command that measures them."""
     changed = [t for t in fixed.targets if not t.error and (t.graphs_before, t.breaks_before) != (t.graphs_after, t.breaks_after)]
     if not changed:
         return config, [], "no target changed: nothing to benchmark"
     best = max(changed, key=lambda t: (t.graphs_before - t.graphs_after, t.breaks_before - t.breaks_after, t.name)).name
     targets = tuple(dataclasses.replace(t, backend="inductor") if t.name == best else t for t in config.targets)
-    names = sorted(t.name for t in changed)
-    backends = ", ".join(f"{t.name} ({t.backend})" for t in targets if t.name in names)
-    unchanged = sorted(t.name for t in fixed.targets if t.name not in names)
-    return (dataclasses.replace(config, targets=targets), names,
-            f"{backends}" + (f"; unchanged by the fixes, not benchmarked: {', '.join(unchanged)}" if unchanged else ""))
+    others = sorted(t.name for t in changed if t.name != best)
+    unchanged = sorted(t.name for t in fixed.targets if t.name not in {t.name for t in changed})
+    line = f"{best} (inductor: it lost the most graphs)"
+    if others:
+        line += f"; also changed, not measured here: {', '.join(others)} (`graphmend bench --target NAME`)"
+    if unchanged:
+        line += f"; unchanged by the fixes: {', '.join(unchanged)}"
+    return dataclasses.replace(config, targets=targets), [best], line
+
+
+def verify_plan(checked: CheckReport, fixed: FixReport) -> tuple[list[str], str]:
+    """The targets whose run went through a file the fixes changed (Dynamo traced it): the
+    others run the same code before and after, so verifying them would prove nothing new."""
+    files = {c.file for c in fixed.changes}
+    names = [t.name for t in checked.targets if set(t.traced_files) & files]
+    others = [t.name for t in checked.targets if t.name not in names]
+    return names, (f"(only the targets that run a changed file are verified; {', '.join(others)} run none)"
+                   if names and others else "")
 
 
 def _geomean(values: list[float]) -> float:
@@ -206,7 +232,7 @@ def overall_line(fixed: FixReport, verified: VerifyReport, bench_report: Optiona
     ok = [t for t in fixed.targets if not t.error]
     parts = [f"breaks {sum(t.breaks_before for t in ok)} -> {sum(t.breaks_after for t in ok)}",
              f"graphs {sum(t.graphs_before for t in ok)} -> {sum(t.graphs_after for t in ok)}",
-             "every target equivalent" if not verified.failed else "verification FAILED"]
+             _verified_words(ok, verified)]
     points = [t.points[0] for t in (bench_report.targets if bench_report else ()) if t.points]
     for label, ratio, verdict in (("cold start", "cold_start_ratio", "cold_start_verdict"), ("steady state", "steady_ratio", "steady_verdict")):
         if points:
@@ -214,6 +240,15 @@ def overall_line(fixed: FixReport, verified: VerifyReport, bench_report: Optiona
             counts = ", ".join(f"{verdicts.count(v)} {v}" for v in ("faster", "slower", "no-change") if verdicts.count(v))
             parts.append(f"{label} {_geomean([getattr(p, ratio) for p in points]):.2f}× geometric mean ({counts})")
     return "overall: " + "; ".join(parts)
+
+
+def _verified_words(ok: list, verified: VerifyReport) -> str:
+    if verified.failed:
+        return "verification FAILED"
+    ran = len(verified.targets)
+    if 0 < ran < len(ok):
+        return f"every target the fixes reach equivalent ({ran} of {len(ok)})"
+    return "every target equivalent"
 
 
 def load_examples_config() -> Config:

@@ -4,8 +4,8 @@ With targets (dynamic mode) Dynamo's own breaks are the ground truth: each break
 routed to the rules that handle it, the fixes allowed by the safety threshold and
 ``select``/``ignore`` are applied to a COPY of the tree, the targets run again on the copy, and
 this repeats until nothing changes (at most ``MAX_ROUNDS``). The loop never makes a target
-worse: a round after which a target fails, or has more breaks or more graphs than before, is
-rolled back (its fixes are reported as failed, with the reason). Then ``verify`` runs the
+worse: a round after which a target fails, or has more breaks, more graphs or more
+recompilations than before, is rolled back (its fixes are reported as failed, with the reason). Then ``verify`` runs the
 round's fixes together against the tree before the round (outputs, gradients-free, exceptions,
 arguments written in place, module state, streams; eager and compiled) and, only when they
 fail, splits them in halves down to the fixes that fail: those are withdrawn (reported, never
@@ -59,6 +59,8 @@ class TargetSummary:
     graphs_before: int = 0
     graphs_after: int = 0
     error: Optional[str] = None
+    recompiles_before: int = 0
+    recompiles_after: int = 0
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,13 @@ def _read(root: Path, rel: str) -> str:
     return read_source(root, rel)
 
 
-def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules) -> FileResult:
+def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContext, rules,
+             context: Sequence[GraphBreak] = ()) -> FileResult:
     """What the rules do to one file of ``root`` for these breaks (nothing is written): the one
-    answer to "would rule R fix this break", shared by the fix loop and ``check``'s labels."""
+    answer to "would rule R fix this break", shared by the fix loop and ``check``'s labels.
+    ``context``: every break of the same runs (any file), for the frames Dynamo skipped."""
+    import dataclasses
+
     from graphmend.sources import SourceError
 
     try:
@@ -178,7 +184,62 @@ def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContex
     except SourceError as exc:
         return FileResult(rel, "", "", error=str(exc))
     lines = route_breaks(breaks, rules)
-    return fix_text(rel, text, ctx, rules, lines)
+    result = fix_text(rel, text, ctx, rules, lines)
+    # A skip whose own break is fixed here goes away with it: it makes nothing else moot.
+    moot = _eager_anyway(rel, text, breaks, context, fixed={f.line for f in result.applied})
+    if not moot:
+        return result
+    result = fix_text(rel, text, ctx, rules, {code: wanted - set(moot) for code, wanted in lines.items()})
+    declines = tuple(Decline(code, rel, line, moot[line]) for code, wanted in sorted(lines.items())
+                     for line in sorted(wanted & set(moot)))
+    return dataclasses.replace(result, declined=result.declined + declines)
+
+
+def _eager_anyway(rel: str, text: str, breaks: Sequence[GraphBreak], context: Sequence[GraphBreak],
+                  fixed: set[int]) -> dict[int, str]:
+    """line -> why, for the breaks of ``rel`` after which Dynamo runs the rest of their function
+    eagerly anyway: the function's frame resumed at that break is skipped because of another
+    break further on (one inside a loop cannot be resumed) that is not fixed too (``fixed``: the
+    lines of ``rel`` the rules fix; a cause in another file counts as not fixed). Removing such a
+    break gains no graph: Dynamo would then skip the function from its previous break (or its
+    start) instead, running more of it eagerly, and any helper a rewrite adds would be compiled
+    as frames of their own."""
+    import ast
+
+    from graphmend.detect.dynamic import skipped_frame
+    from graphmend.model import Category
+
+    skips = [(k, frame) for k in context
+             if (frame := skipped_frame(k)) and frame[1] == rel and not (k.file == rel and k.line in fixed)]
+    if not skips:
+        return {}
+    try:
+        defs = [n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    except (SyntaxError, ValueError):
+        return {}
+
+    def enclosing(line: int):
+        inside = [d for d in defs if d.lineno <= line <= (d.end_lineno or d.lineno)]
+        return max(inside, key=lambda d: d.lineno) if inside else None
+
+    causes = {(k.file, k.line) for k, _ in skips}
+    moot: dict[int, str] = {}
+    for b in breaks:
+        if b.category is Category.SKIPPED_FRAME or (b.file, b.line) in causes:
+            continue  # a break that itself makes Dynamo skip a frame: removing it can help
+        func = enclosing(b.line)
+        for k, (name, _, first) in skips:
+            if func is None or name != func.name or k.target != b.target or enclosing(first) is not func:
+                continue
+            cause = f"the break at {k.file}:{k.line} ({k.gb_type}), which it cannot resume from"
+            if first == b.line:
+                moot[b.line] = (f"Dynamo runs {name}() eagerly from here on anyway: it skips the frame because of {cause}; "
+                                f"without this break it would skip {name}() from an earlier point, so no graph is gained: "
+                                "fix that break first")
+            elif first == func.lineno:
+                moot[b.line] = (f"Dynamo runs all of {name}() eagerly anyway: it skips the frame because of {cause}; "
+                                "removing this break gains no graph: fix that break first")
+    return moot
 
 
 # ------------------------------------------------------------------------------------------
@@ -218,7 +279,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
                 if Path(rel).is_absolute() or rel.startswith("<") or not _wanted(rel, paths):
                     continue  # outside the repository (a library): nothing to edit
                 ctx = rule_context(config, threshold, rel, targets, verified=True)
-                result = fix_file(copy, rel, file_breaks, ctx, rules)
+                result = fix_file(copy, rel, file_breaks, ctx, rules, context=breaks)
                 if result.error:
                     errors.append(FileError(rel, result.error))
                     continue
@@ -262,7 +323,8 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
                     _say(progress, rolled_back[-1])
                     round_fixes, after, regressed = keep, retry, ""
             if not regressed and verify:
-                kept, lost = _verify_round(config, names, copy, changed, round_fixes, tmp / f"round{rounds}", runner, progress)
+                kept, lost = _verify_round(config, _affected(names, current, after, changed), copy, changed, round_fixes,
+                                           tmp / f"round{rounds}", runner, progress)
                 for f, why in lost:
                     withdrawn[f.fingerprint] = Failure(f.rule, f.file, f.line, f"withdrawn: {why}")
                 if lost:
@@ -296,7 +358,8 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
             changes.append(FileChange(rel, _diff(rel, old, new), tuple(f.rule for f in applied if f.file == rel), written=written))
         summaries = tuple(
             TargetSummary(name=b.name, breaks_before=b.break_count, breaks_after=a.break_count,
-                          graphs_before=b.graph_count, graphs_after=a.graph_count, error=a.error or b.error)
+                          graphs_before=b.graph_count, graphs_after=a.graph_count, error=a.error or b.error,
+                          recompiles_before=b.recompiles, recompiles_after=a.recompiles)
             for b, a in zip(before, current)
         )
         from graphmend.check import why_left
@@ -334,9 +397,10 @@ def _still_there(d: Decline, live: set, applied: Sequence[Fix]) -> bool:
 
 
 def _regressions(before: Sequence[TargetResult], after: Sequence[TargetResult]) -> list[tuple[str, str]]:
-    """(target, why) for each target a round made worse: it now fails, or has more breaks or more
-    graphs than before (fewer breaks but more graphs, as a rewrite that moves a break into a loop
-    gives, is not an improvement)."""
+    """(target, why) for each target a round made worse: it now fails, or has more breaks, more
+    graphs or more recompilations than before (fewer breaks but more graphs, as a rewrite that
+    moves a break into a loop gives, is not an improvement; nor is one graph that Dynamo must
+    compile again for each value a Python number used to take)."""
     worse = []
     for b, a in zip(before, after):
         if a.error and not b.error:
@@ -349,6 +413,9 @@ def _regressions(before: Sequence[TargetResult], after: Sequence[TargetResult]) 
         elif a.graph_count >= 0 and b.graph_count >= 0 and a.graph_count > b.graph_count:
             worse.append((a.name, f"target {a.name} has more graphs after the rewrite ({b.graph_count} -> "
                                   f"{a.graph_count}, breaks {b.break_count} -> {a.break_count})"))
+        elif a.recompiles > b.recompiles:
+            worse.append((a.name, f"target {a.name} recompiles more after the rewrite ({b.recompiles} -> {a.recompiles} "
+                                  f"recompilations, graphs {b.graph_count} -> {a.graph_count})"))
     return worse
 
 
@@ -370,6 +437,14 @@ def _apply(text: str, fixes: Sequence[Fix]) -> str:
     from graphmend.transforms.engine import apply_edits
 
     return apply_edits(text, [e for f in fixes for e in f.edits])
+
+
+def _affected(names: Sequence[str], before: Sequence[TargetResult], after: Sequence[TargetResult],
+              changed: dict[str, str]) -> list[str]:
+    """The targets that ran through a file the round changed (Dynamo traced it, before or after):
+    the others run the same code on both trees, so verifying them proves nothing new."""
+    touched = {t.name for t in (*before, *after) if set(t.traced_files) & set(changed)}
+    return [n for n in names if n in touched] or list(names)
 
 
 def _verify_round(config, names, copy: Path, changed: dict[str, str], fixes: Sequence[Fix], base: Path, runner,

@@ -127,6 +127,7 @@ class TargetResult:
     # repo-relative files the run opened, imported or traced: a pull request that changes none
     # of them cannot change this result. None: no complete record (it vouches for nothing).
     depends_on: Optional[tuple[str, ...]] = None
+    recompiles: int = 0  # frames Dynamo compiled again on this run (their guards failed)
 
 
 @dataclass(frozen=True)

@@ -133,3 +133,77 @@ def test_check_end_to_end_declines_and_an_untried_setting_is_not_advised(repo):
     text = subprocess.run([sys.executable, "-m", "graphmend", "check", "--no-static", "--no-lever-runs", "--target", "scalar"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=600).stdout
     assert "[config:" not in text and "[not fixable: " in text and "capture_scalar_outputs might remove it, untried" in text, text
+
+
+ROUTER = textwrap.dedent('''\
+    import torch
+
+
+    def route(x, t, gates):
+        tau = t.item()
+        y = x * tau
+        for g in gates:
+            y = y + pick(y, g)
+        return y
+
+
+    def pick(y, g):
+        y = torch.tanh(y)  # made here: the select never hands back the caller's tensor
+        if y.sum() > 0:
+            y = y * 2
+        idx = torch.nonzero(y > g)
+        return y[idx].sum()
+''')
+
+
+def _router_breaks(repo: Path, cause_line: int, cause_category: Category, skipped: str = "torch_dynamo_resume_in_route_at_5"):
+    """The breaks real Dynamo reports on ``route``: the `.item()`, and the frame it skips from there on
+    because of a break inside the loop (in ``pick``, at ``cause_line``), as the worker hands them over."""
+    from graphmend.detect.dynamic import result_from_data
+
+    path = str(repo / "pkg" / "r.py")
+    gb = {Category.DYNAMIC_SHAPE: "Dynamic shape operator", Category.DATA_DEPENDENT_BRANCH: "Data-dependent branching"}
+    item = {"kind": "break", "gb_type": "Unsupported Tensor.item() call with capture_scalar_outputs=False",
+            "message": "Unsupported Tensor.item() call with capture_scalar_outputs=False",
+            "stack": [[path, 5, "route", 10]], "skipped_frame": None, "hits": 1}
+    skip = {"kind": "skip", "gb_type": "graph break in loop", "cause_gb_type": gb[cause_category],
+            "message": f"{gb[cause_category]}\n  Explanation: inside a loop",
+            "stack": [[path, 8, "route", 16], [path, cause_line, "pick", 8]],
+            "skipped_frame": [skipped, path, 5 if "resume" in skipped else 4], "hits": 1}
+    config = parse_config({"paths": ["pkg/"]}, root=repo)
+    return config, result_from_data("t", {"sites": [item, skip]}, config, repo).breaks
+
+
+def test_a_break_in_a_frame_dynamo_skips_from_there_on_anyway_is_declined(repo):
+    """The tiny-moe case: with the `.item()` gone, Dynamo would reach the loop's break sooner and skip
+    the whole function instead of its rest (more graphs, nothing gained): the rule declines and says
+    which break to fix first, so check never promises what fix would take back."""
+    (repo / "pkg" / "r.py").write_text(ROUTER)
+    config, breaks = _router_breaks(repo, 16, Category.DYNAMIC_SHAPE)
+    assert [b.category for b in breaks] == [Category.SCALAR, Category.SKIPPED_FRAME]
+    item = label_breaks(config, breaks, verified=True)[0]
+    assert (item.line, item.fixable, item.lever) == (5, False, Lever.NONE), item
+    assert "GM401" in item.lever_reason and "Dynamo runs route() eagerly from here on anyway" in item.lever_reason
+    assert "pkg/r.py:16" in item.lever_reason and "fix that break first" in item.lever_reason
+
+
+def test_a_skip_whose_own_break_is_fixed_too_makes_nothing_moot(repo):
+    """When a rule fixes the break that made Dynamo skip the frame (here GM101's branch in `pick`),
+    the frame is compiled after the round and the `.item()` rewrite does gain a graph: fixable."""
+    (repo / "pkg" / "r.py").write_text(ROUTER)
+    config, breaks = _router_breaks(repo, 14, Category.DATA_DEPENDENT_BRANCH)
+    branch = next(b for b in label_breaks(config, breaks, verified=True) if b.category is Category.SKIPPED_FRAME)
+    assert branch.fixable and branch.rule == "GM101", branch
+    item = label_breaks(config, breaks, verified=True)[0]
+    assert (item.fixable, item.rule) == (True, "GM401"), item.lever_reason
+    # a skip of another function leaves this break fixable too
+    (repo / "pkg" / "r.py").write_text(ROUTER)
+    config, breaks = _router_breaks(repo, 16, Category.DYNAMIC_SHAPE, skipped="pick")
+    assert label_breaks(config, breaks, verified=True)[0].fixable
+
+
+def test_a_break_in_a_function_dynamo_skips_whole_is_declined_too(repo):
+    (repo / "pkg" / "r.py").write_text(ROUTER)
+    config, breaks = _router_breaks(repo, 16, Category.DYNAMIC_SHAPE, skipped="route")
+    item = label_breaks(config, breaks, verified=True)[0]
+    assert not item.fixable and "Dynamo runs all of route() eagerly anyway" in item.lever_reason, item.lever_reason

@@ -86,6 +86,8 @@ def render_text(report, *, diff: bool) -> str:
         out.append("static candidates (unverified: nothing was run; use --target to verify)\n")
     for t in report.targets:
         state = f"error: {t.error.splitlines()[0]}" if t.error else f"breaks {t.breaks_before} -> {t.breaks_after}, graphs {t.graphs_before} -> {t.graphs_after}"
+        if not t.error and (t.recompiles_before or t.recompiles_after):
+            state += f", recompilations {t.recompiles_before} -> {t.recompiles_after}"
         out.append(f"target {t.name}: {state}\n")
     for f in report.applied:
         out.append(f"{f.file}:{f.line}: {f.rule} fixed: {f.title}" + (f" [{f.safety.value}]" if f.safety.value != "safe" else "") + "\n")

@@ -80,12 +80,20 @@ class _Recorder:
     traced_files: set[str] = field(default_factory=set)
     graphs: int = 0
     graph_ops: list[int] = field(default_factory=list)
+    recompiles: int = 0
 
     def backend(self, inner: Optional[Callable[..., Any]]) -> Callable[..., Any]:
         """A backend that counts the graphs it receives, then compiles them with ``inner``."""
 
         def counting_backend(gm: Any, example_inputs: Any) -> Any:
+            import torch
+
             self.graphs += 1
+            # A frame compiled again (its guards failed on a later call of it, a layer with other
+            # constants, say) has a frame_compile_id above 0: a recompilation.
+            compile_id = torch._guards.CompileContext.current_compile_id()
+            if compile_id is not None and (compile_id.frame_compile_id or 0) > 0:
+                self.recompiles += 1
             self.graph_ops.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call_")))
             return inner(gm, example_inputs) if inner is not None else gm.forward
 
@@ -349,6 +357,7 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         "reads": reads_under(here),
         "graph_count": recorder.graphs,
         "graph_ops": recorder.graph_ops,
+        "recompiles": recorder.recompiles,
         "sites": list(sites.values()),
         "traced_files": sorted({rel(f) for f in recorder.traced_files}),
         "torch_dir": os.path.dirname(torch.__file__),
@@ -456,6 +465,7 @@ def result_from_data(name: str, data: dict[str, Any], config: Config, root: Path
         duration_s=duration_s,
         traced_files=tuple(sorted(set(traced))),
         depends_on=depends_on,
+        recompiles=max(0, int(data.get("recompiles", 0))),
     )
 
 
@@ -565,8 +575,22 @@ def _reason(site: dict[str, Any], root: Path) -> str:
         function = _RESUME_RE.sub(r"\1", function)
         shown = _relative(file, root) or file
         how = f"{site['gb_type']}; " if site["gb_type"] != first else ""
-        return f"Dynamo skipped the frame {function}() ({shown}:{line}) and ran it eagerly: {how}{text}"
+        return f"{_SKIPPED_PREFIX}{function}() ({shown}:{line}) and ran it eagerly: {how}{text}"
     return text
+
+
+_SKIPPED_PREFIX = "Dynamo skipped the frame "
+_SKIPPED_RE = re.compile(r"^" + re.escape(_SKIPPED_PREFIX) + r"(\w+)\(\) \((.+?):(\d+)\) and ran it eagerly")
+
+
+def skipped_frame(b: GraphBreak) -> Optional[tuple[str, str, int]]:
+    """(function, file, first line) of the frame a skipped-frame break made Dynamo run eagerly,
+    as ``_reason`` wrote it: for a resume function (the rest of a frame after an earlier break)
+    the first line is the line it resumes at; for a whole frame, its ``def`` line."""
+    if b.category is not Category.SKIPPED_FRAME:
+        return None
+    m = _SKIPPED_RE.match(b.reason)
+    return (m.group(1), m.group(2), int(m.group(3))) if m else None
 
 
 def _statement_at(abs_file: str, line: int) -> Optional[str]:

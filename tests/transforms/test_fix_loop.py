@@ -209,3 +209,19 @@ def test_one_target_made_worse_takes_back_only_the_fixes_in_the_files_it_traced(
     from graphmend.commands.fix import render_text
 
     assert "round 1 partly rolled back (the target would be worse): target u has more graphs" in render_text(report, diff=False)
+
+
+def test_round_with_more_recompilations_is_rolled_back(repo, monkeypatch, verified):
+    """Fewer breaks and no more graphs, but Dynamo now compiles a frame again for each value a
+    Python number used to take: not an improvement either."""
+    _script(monkeypatch, [TargetResult("t", graph_count=2, break_count=1, breaks=(BREAK,), recompiles=0),
+                          TargetResult("t", graph_count=1, break_count=0, recompiles=3)])
+    report = apply_fixes(load_config(repo))
+    validate("fix", to_dict(report))
+    assert (repo / "src/m.py").read_text() == MODEL and not report.applied and not report.changes
+    assert report.rolled_back == ("round 1: target t recompiles more after the rewrite (0 -> 3 recompilations, graphs 2 -> 1)",)
+    assert "rolled back: target t recompiles more" in report.failed[0].error
+    assert (report.targets[0].recompiles_before, report.targets[0].recompiles_after) == (0, 0)
+    from graphmend.commands.fix import render_text
+
+    assert "round 1 rolled back (the target would be worse): target t recompiles more" in render_text(report, diff=False)
