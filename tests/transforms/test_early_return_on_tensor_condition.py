@@ -121,7 +121,7 @@ def _run(fn, x, y):
     return [out.detach()] + [t.grad if t.grad is not None else torch.zeros_like(t) for t in (x, y)]
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate))
+@settings(max_examples=6, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate))
 @given(p=st.sampled_from(PREDICATES), a=st.sampled_from(EARLY), s=st.sampled_from(SETUPS), r=st.sampled_from(RESTS),
        data=st.lists(st.floats(-2, 2, allow_nan=False, width=32), min_size=6, max_size=6))
 def test_differential_both_outcomes(tmp_path_factory, p, a, s, r, data):
