@@ -143,3 +143,19 @@ def test_differential_both_outcomes(tmp_path_factory, p, a, s, r, data):
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.shape == w.shape
                 torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_check_labels_the_early_return_fixable_by_gm102(tmp_path):
+    """A label is a promise: `check` asks the rules through the fix loop's own path, so the break
+    GM101 declines (a return inside an `if` without `else`) is labelled fixable by GM102."""
+    from graphmend.check import label_breaks
+    from graphmend.config import parse_config
+    from graphmend.model import Lever
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(_func("h = x * 2\nif h.sum() > 0:\n    return h + 1\nz = h.abs() * 3\nreturn z - 1\n"))
+    brk = GraphBreak(file="pkg/m.py", line=6, reason="Data-dependent branching", category=Category.DATA_DEPENDENT_BRANCH,
+                     gb_type="Data-dependent branching", fixable=True, rule="GM101", lever=Lever.RULE, verified=True)
+    (label,) = label_breaks(parse_config({"paths": ["pkg/"]}, root=tmp_path), [brk], verified=True)
+    assert (label.fixable, label.rule, label.lever) == (True, "GM102", Lever.RULE)
+    assert "GM102 rewrites this site exactly" in label.lever_reason
