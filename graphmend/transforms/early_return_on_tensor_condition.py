@@ -260,7 +260,7 @@ class EarlyReturnOnTensorCondition(Transform):
             title="select the early return's value and the rest's with torch.where",
             safety=outcome.safety,
             site=node,
-            notes=(f"`if c: return a` followed by the rest of its block is `if c: return a` / `else: <rest>`; "
+            notes=("`if c: return a` followed by the rest of its block is `if c: return a` / `else: <rest>`; "
                    + (f"names bound again in the rest renamed once each ({', '.join(renamed)}); " if renamed else "")
                    + f"that form is GM101's. {outcome.notes}").strip(),
         )
