@@ -182,7 +182,7 @@ def files(tmp_path_factory):
     return tmp
 
 
-@settings(max_examples=2, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate))
+@settings(max_examples=1, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate))
 @given(cases=st.lists(case, min_size=4, max_size=4))
 def test_differential_both_outcomes(files, cases):
     # Every example covers each assertion failing and all of them passing, with exact and
