@@ -133,8 +133,45 @@ def make_repo(root: Path, backend: str, batch: int, warmup: int, repeat: int) ->
     (root / "serving/wrappers.py").write_text(WRAPPERS_AFTER)
 
 
+# Architectures whose breaks are all `assert t.item() <= n` input checks (GM303), measured with
+# beyond_paper_table's arms: fresh process per arm, tiny from config, compiled outside the package.
+ASSERT_MODELS = {
+    name: (name, f"modeling_{name}", cls, f"{cls[:-5]}Config",
+           dict(vocab_size=64, emb_dim=16, n_layers=1, n_heads=2, max_position_embeddings=32), False)
+    for name, cls in (("xlm", "XLMModel"), ("flaubert", "FlaubertModel"))
+}
+
+
+def breaks_table(models: list[str], unsafe: bool) -> int:
+    """Break sites baseline -> GM1-3 -> every rule, on the ASSERT_MODELS (``--breaks``)."""
+    from benchmarks import beyond_paper_table as table
+
+    table.MODELS.update(ASSERT_MODELS)
+    table.__file__ = __file__  # its arms run this script (which knows ASSERT_MODELS)
+    if unsafe:  # the rules' unsafe fixes too (what `graphmend fix --unsafe-fixes` applies)
+        from graphmend.model import Safety
+        from graphmend.transforms import base
+
+        original = base.RuleContext.__init__
+
+        def unsafe_init(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            object.__setattr__(self, "threshold", Safety.UNSAFE)
+
+        base.RuleContext.__init__ = unsafe_init  # type: ignore[method-assign]
+    return table.main(["--models", ",".join(models)])
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--arm":  # one arm of --breaks, in its own process
+        from benchmarks import beyond_paper_table as table
+
+        table.MODELS.update(ASSERT_MODELS)
+        return table.main(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--breaks", metavar="MODELS", help="instead of bench: break sites before/after on these "
+                        f"architectures ({', '.join(ASSERT_MODELS)}), outputs compared")
+    parser.add_argument("--unsafe-fixes", action="store_true", help="with --breaks: apply unsafe fixes too")
     parser.add_argument("--backend", default="inductor")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--batch", type=int, default=8)
@@ -144,6 +181,8 @@ def main() -> int:
     parser.add_argument("--verify", action="store_true", help="verify the rewrite too (backend eager)")
     parser.add_argument("--out", metavar="DIR", help="write bench.json, bench.md and bench.png here")
     args = parser.parse_args()
+    if args.breaks:
+        return breaks_table([m for m in args.breaks.split(",") if m], args.unsafe_fixes)
 
     from graphmend.bench import bench
     from graphmend.config import load_config

@@ -24,7 +24,7 @@ MODULE = textwrap.dedent('''\
     def early(x):
         if x.sum() > 0:
             return x * 2
-        y = x - 1
+        y = x.sub_(1)  # an in-place write: the early return cannot become a select (GM101, GM102)
         return y
 
 

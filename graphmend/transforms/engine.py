@@ -77,13 +77,15 @@ class EditConflict(Exception):
 def route_breaks(breaks: Iterable[GraphBreak], rules: Sequence[Transform]) -> dict[str, set[int]]:
     """Which break lines of one file each rule should look at (dynamic mode).
 
-    A break goes to a rule when the break names that rule (``GraphBreak.rule``) or, when it
-    names none, when the break's category is one the rule handles.
+    A break goes to a rule when the break names that rule (``GraphBreak.rule``) or a rule whose
+    breaks it shares (``shares``: GM102 looks at GM101's), or, when it names none, when the
+    break's category is one the rule handles.
     """
     routed: dict[str, set[int]] = {r.code: set() for r in rules}
     for b in breaks:
         for r in rules:
-            if b.rule == r.code or (b.rule is None and _category(b.category) in r.categories):
+            if (b.rule == r.code or (b.rule is not None and b.rule in getattr(r, "shares", ()))
+                    or (b.rule is None and _category(b.category) in r.categories)):
                 routed[r.code].add(b.line)
     return routed
 

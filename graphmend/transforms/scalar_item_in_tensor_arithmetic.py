@@ -262,6 +262,12 @@ class ScalarItemInTensorArithmetic(Transform):
             raise _Declined(f"the scalar read decides Python control flow ({_describe(header_of)[:-len(' (Python control flow)')]}); "
                             "no tensor form computes a jump or an iteration count")
         reads = [c for c in A._iter(stmt) if isinstance(c, cst.Call) and _scalar_kind(c)]
+        if isinstance(stmt, cst.Assert) and isinstance(stmt.test, cst.Comparison) and any(
+                r is stmt.test.left or any(r is t.comparator for t in stmt.test.comparisons) for r in reads):
+            # The other side is often a Python int (a length): the helper would keep the number
+            # and the break. GM303 compares on the tensor where exact and keeps AssertionError.
+            raise _Declined("the scalar is a side of an assertion's comparison, which GM303 (assert-on-scalar-read) "
+                            "checks on the tensor")
         changes: dict = {}
         notes: list[str] = []
         held: Optional[str] = None
