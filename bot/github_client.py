@@ -60,6 +60,8 @@ class PullInfo:
     head_repo: str
     base_repo: str
     state: str
+    head_ref: str = ""
+    maintainer_can_modify: bool = False
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,8 @@ class GitHubClient:
                 head_repo=((data["head"].get("repo") or {}).get("full_name")) or "",
                 base_repo=((data["base"].get("repo") or {}).get("full_name")) or "",
                 state=data["state"],
+                head_ref=str(data["head"].get("ref") or ""),
+                maintainer_can_modify=bool(data.get("maintainer_can_modify")),
             )
 
         return self._read(fetch)
