@@ -15,8 +15,8 @@ from typing import Optional
 
 from bot.diff import PullDiff
 from bot.gate import is_new
-from bot.review import Finding, Review
-from bot.suggest import APPLY, PATCH, SUGGESTION, Block, Delivery, LineSource, plan_deliveries
+from bot.review import Finding, FixProposal, Review
+from bot.suggest import SUGGESTION, Block, Delivery, LineSource, plan_deliveries
 
 MAX_INLINE = 30
 SAFETY_RANK = {"safe": 0, "unsafe": 1, "display-only": 2}
@@ -63,6 +63,12 @@ def _fix_refusal(finding: Finding, review: Review) -> str:
     return ""
 
 
+def offered_fixes(review: Review) -> list[tuple[Finding, FixProposal]]:
+    """The fixes the review offers, in review order: those of new findings that we may offer."""
+    new = sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line, f.rule or "", f.fingerprint))
+    return [(f, f.fix) for f in new if f.fix is not None and fix_allowed(f, review)]
+
+
 def plan_review(review: Review, diff: PullDiff, *, max_inline: int = MAX_INLINE,
                 head_lines: Optional[LineSource] = None, committable: bool = True) -> Plan:
     """Where each new finding goes and how each offered fix is delivered. ``head_lines`` gives
@@ -71,8 +77,7 @@ def plan_review(review: Review, diff: PullDiff, *, max_inline: int = MAX_INLINE,
     body: list[Placement] = []
     patches: list[Placement] = []
     new = sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line, f.rule or "", f.fingerprint))
-    offered = [(f, f.fix) for f in new if f.fix is not None and fix_allowed(f, review)]
-    deliveries = plan_deliveries(offered, diff, head_lines, suggestions=review.settings.suggestions,
+    deliveries = plan_deliveries(offered_fixes(review), diff, head_lines, suggestions=review.settings.suggestions,
                                  committable=committable)
     for finding in new:
         fdiff = diff.file(finding.file)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 from bot import markers, render
 from bot.diff import parse_files
-from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
+from bot.diff_filter import MAX_INLINE, Placement, Plan, offered_fixes, plan_review
 from bot.gate import Verdict, apply_baseline, baseline_fingerprints, compute_verdict
 from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
 from bot import retry
@@ -120,9 +120,9 @@ def committable(pull: Any, repository: str) -> bool:
     return pull.head_repo == repository or bool(pull.maintainer_can_modify)
 
 
-def offered_digest(review: Review, plan: Plan) -> str:
+def offered_digest(review: Review) -> str:
     """The digest of the fixes the review offers (``/graphmend apply`` commits only these)."""
-    return fixes_digest((f.fingerprint, f.fix) for f in review.findings if f.fingerprint in plan.deliveries and f.fix)
+    return fixes_digest((f.fingerprint, fix) for f, fix in offered_fixes(review))
 
 
 def repo_path(path: str) -> Optional[str]:
@@ -344,7 +344,7 @@ class Poster:
             return
         moved: tuple[Placement, ...] = ()
         for attempt in range(3):
-            body = render.review_body(review, verdict, plan, moved=moved, fixes_digest=offered_digest(review, plan))
+            body = render.review_body(review, verdict, plan, moved=moved, fixes_digest=offered_digest(review))
             payload = [self._comment(p) for p in todo]
             try:
                 result.review_id = self.client.create_review(
