@@ -152,8 +152,17 @@ def delivery_text(d: Optional[Delivery]) -> str:
         text = "`/graphmend apply` (or the patch)"
     else:
         text = "patch"
-    adds = d.adds()
-    return text + (f" · {escape(adds, 500)}" if adds else "")
+    adds = adds_markdown(d)
+    return text + (f" · {adds}" if adds else "")
+
+
+def adds_markdown(d: Delivery) -> str:
+    """What a fix adds to the repository besides its edits: ``+1 file: `p.py` (new, 180 lines)``."""
+    if not d.files:
+        return ""
+    parts = [f"{code_span(f.path)} ({'new' if f.status == 'created' else 'updated'}, {len(split_lines(f.new_text))} lines)"
+             for f in d.files]
+    return f"+{len(parts)} file{'s' if len(parts) > 1 else ''}: " + ", ".join(parts)
 
 
 def inline_comment(p: Placement) -> str:
@@ -173,7 +182,7 @@ def inline_comment(p: Placement) -> str:
         if len(p.block.owners) > 1:
             lines += ["", f"This suggestion also carries {len(p.block.owners) - 1} other fix(es) whose edits overlap it."]
         if p.delivery is not None and p.delivery.files:
-            lines += ["", f"The fix needs {escape(p.delivery.adds(), 500)}: a suggestion cannot create a file, so it comes "
+            lines += ["", f"The fix needs {adds_markdown(p.delivery)}: a suggestion cannot create a file, so it comes "
                       "with `/graphmend apply` or as the patch in the review body; commit it with the suggestion."]
     else:
         lines.append(f"No suggestion: {escape(p.note)}.")

@@ -57,14 +57,6 @@ class Delivery:
     files: tuple[FileChange, ...] = ()  # files it needs created or replaced (never a suggestion)
     committable: bool = True  # ``/graphmend apply`` can push to the branch (else: a patch)
 
-    def adds(self) -> str:
-        """What the fix adds besides its edits, e.g. ``+1 file: pkg/_graphmend_runtime.py (new, 180 lines)``."""
-        if not self.files:
-            return ""
-        parts = [f"{f.path} ({'new' if f.status == 'created' else 'updated'}, {len(split_lines(f.new_text))} lines)"
-                 for f in self.files]
-        return f"+{len(parts)} file{'s' if len(parts) > 1 else ''}: " + ", ".join(parts)
-
 
 # ---------------------------------------------------------------------------------------------
 # Whole-line edits
@@ -190,12 +182,18 @@ def plan_deliveries(
         else:
             candidates.append((finding.fingerprint, fix))
 
-    # Group every candidate edit (once) by file; merge ranges that overlap once widened.
+    # Every candidate edit by file, widened; one fix's edits in one hunk make one span (one
+    # comment, the lines between kept); then spans that overlap are merged, whoever owns them.
     spans: dict[str, list[tuple[int, int, Edit, str]]] = {}
     for fp, fix in candidates:
+        by_hunk: dict[tuple[str, int], list[tuple[int, int, Edit]]] = {}
         for e in fix.edits:
             start, end = _widen(e, lines_of(e.file), diff)  # type: ignore[misc]
-            spans.setdefault(e.file, []).append((start, end, e, fp))
+            hunk = diff.file(e.file).hunk_of(start)  # type: ignore[union-attr]
+            by_hunk.setdefault((e.file, hunk.start if hunk else start), []).append((start, end, e))
+        for (path, _), items in by_hunk.items():
+            start, end = min(i[0] for i in items), max(i[1] for i in items)
+            spans.setdefault(path, []).extend((start, end, e, fp) for _, _, e in items)
     blocks_of: dict[str, list[Block]] = {fp: [] for fp, _ in candidates}
     broken: dict[str, str] = {}
     for path in sorted(spans):
