@@ -171,3 +171,37 @@ def test_a_comment_that_is_not_the_command_does_nothing(monkeypatch, capsys, ser
     comment = apply_ops.add_issue_comment(server, 1, "maintainer", "please /graphmend apply later")
     code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
     assert code == 0 and result["outcome"] == "ignored" and replies(server) == []
+
+
+FORBID = r'''
+import sys
+HEAVY = ("torch", "libcst", "docker", "rich", "matplotlib")
+class Forbid:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HEAVY:
+            raise ImportError(f"{name} is not installed in the apply job")
+        return None
+sys.meta_path.insert(0, Forbid())
+from graphmend.cli import main
+code = main(sys.argv[1:])
+print("IMPORTED", sorted(m for m in sys.modules if m.split(".")[0] in HEAVY))
+sys.exit(code)
+'''
+
+
+def test_apply_needs_none_of_the_analysis_dependencies(monkeypatch, capsys, server, pull, tmp_path):
+    """examples/workflows/graphmend-apply.yml installs GraphMend without torch, libcst, docker,
+    rich or matplotlib: the job that holds the write token runs none of the analysis."""
+    import os
+    import subprocess
+    import sys
+
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    env = dict(os.environ, GITHUB_TOKEN=TOKEN, GITHUB_API_URL=server.url, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, "-c", FORBID, "apply", str(review), "--event", str(comment_event(tmp_path, comment))],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "IMPORTED []" in proc.stdout and git(pull.root, "rev-parse", "feature") != pull.head
