@@ -24,6 +24,7 @@ Every outcome is answered on the pull request (an issue comment) and with a reac
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -106,8 +107,8 @@ class Applier:
         if not committable(pull, self.client.repository):
             return self._answer(ApplyResult(
                 "patch", "this pull request comes from a fork whose author did not allow edits by maintainers, so the "
-                "bot cannot push to its branch; apply the patch below", files=tuple(sorted(changes))),
-                patch="".join(render.fix_patch(fx) for _, fx in fixes))
+                "bot cannot push to its branch; apply the patch below (git apply)", files=tuple(sorted(changes))),
+                patch=unified_patch(changes))
         target = self.client
         if pull.head_repo != self.client.repository:
             if self.head_client is None:
@@ -125,13 +126,14 @@ class Applier:
                 found = markers.find_fixes(r.body)
         return found
 
-    def _changes(self, head_sha: str, fixes: list[FixProposal]) -> dict[str, str]:
-        """path -> new text of every file the fixes change, from the head's files as GitHub has them."""
+    def _changes(self, head_sha: str, fixes: list[FixProposal]) -> dict[str, tuple[Optional[str], str]]:
+        """path -> (text at the head or None, new text) of every file the fixes change, from the
+        head's files as GitHub has them."""
         by_file: dict[str, list] = {}
         for fx in fixes:
             for e in fx.edits:
                 by_file.setdefault(e.file, []).append(e)
-        out: dict[str, str] = {}
+        out: dict[str, tuple[Optional[str], str]] = {}
         for path in sorted(by_file):
             self._check_path(path)
             try:
@@ -145,7 +147,7 @@ class Applier:
             except EditError as exc:
                 raise ApplyRefused(f"the fixes no longer apply to the head's files: {exc}") from None
             if new != text:
-                out[path] = new
+                out[path] = (text, new)
         for fc in files_needed(fixes):
             self._check_path(fc.path)
             self._file_change(fc, head_sha, out)
@@ -153,7 +155,7 @@ class Applier:
             raise ApplyRefused(f"the fixes change {len(out)} files; at most {MAX_FILES} are committed at once")
         return out
 
-    def _file_change(self, fc: FileChange, head_sha: str, out: dict[str, str]) -> None:
+    def _file_change(self, fc: FileChange, head_sha: str, out: dict[str, tuple[Optional[str], str]]) -> None:
         if fc.path in out:
             raise ApplyRefused(f"{fc.path} is both edited and written whole by the fixes")
         try:
@@ -166,19 +168,20 @@ class Applier:
             raise ApplyRefused(f"{fc.path} exists at the head but the fixes would create it: run the analysis again")
         if fc.status == "updated" and current is None:
             raise ApplyRefused(f"{fc.path} is not at the head but the fixes would update it: run the analysis again")
-        out[fc.path] = fc.new_text
+        out[fc.path] = (current, fc.new_text)
 
     @staticmethod
     def _check_path(path: str) -> None:
         if repo_path(path) is None or not path.endswith(".py") or path.split("/")[0] == ".github":
             raise ApplyRefused(f"the fixes name a path the bot does not write ({render.plain(path, 200)})")
 
-    def _commit(self, client: GitHubClient, head_sha: str, branch: str, changes: dict[str, str], fixes: list, who: str) -> str:
+    def _commit(self, client: GitHubClient, head_sha: str, branch: str, changes: dict[str, tuple[Optional[str], str]],
+                fixes: list, who: str) -> str:
         tree, _parents = client.git_commit(head_sha)
         modes = client.tree_modes(tree)
         entries = []
         for path in sorted(changes):
-            blob = client.create_blob(changes[path].encode("utf-8"))
+            blob = client.create_blob(changes[path][1].encode("utf-8"))
             entries.append({"path": path, "mode": modes.get(path, "100644"), "type": "blob", "sha": blob})
         new_tree = client.create_tree(tree, entries)
         lines = [f"- {f.file}:{f.line} {fx.rule}: {render.plain(fx.title, 200)}" for f, fx in fixes]
@@ -213,3 +216,13 @@ class Applier:
             pass  # a reaction is a courtesy; the reply says everything
         return result
 
+
+
+def unified_patch(changes: dict[str, tuple[Optional[str], str]]) -> str:
+    """The changes as one patch ``git apply`` takes (each shared edit once)."""
+    out = []
+    for path in sorted(changes):
+        old, new = changes[path]
+        out += difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
+                                    "/dev/null" if old is None else f"a/{path}", f"b/{path}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)

@@ -7,6 +7,7 @@ changes nothing and gets a reply saying why."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,11 @@ def test_a_fork_without_maintainer_edits_gets_the_patch(monkeypatch, capsys, ser
     [reply] = replies(server)
     assert "```diff" in reply and "+        h = torch.where(h.sum() > 0, h * 2, h - 1)" in reply
     assert apply_ops.reactions(server, comment) == ["confused"]
+    # the patch applies to the head with git apply and gives the fixed file
+    patch = re.search(r"^```diff\n(.*?)^```$", reply, re.S | re.M).group(1)
+    (tmp_path / "fix.patch").write_text(patch)
+    git(pull.root, "apply", str(tmp_path / "fix.patch"))
+    assert (pull.root / "src" / "model.py").read_text() == expected_fixed_text(pull, review)
 
 
 def test_a_comment_that_is_not_the_command_does_nothing(monkeypatch, capsys, server, pull, tmp_path):
