@@ -182,18 +182,13 @@ def plan_deliveries(
         else:
             candidates.append((finding.fingerprint, fix))
 
-    # Every candidate edit by file, widened; one fix's edits in one hunk make one span (one
-    # comment, the lines between kept); then spans that overlap are merged, whoever owns them.
+    # Every candidate edit by file, widened; then spans that overlap are merged, whoever owns
+    # them (an edit several fixes share is one span), so that no two suggestions touch a line.
     spans: dict[str, list[tuple[int, int, Edit, str]]] = {}
     for fp, fix in candidates:
-        by_hunk: dict[tuple[str, int], list[tuple[int, int, Edit]]] = {}
         for e in fix.edits:
             start, end = _widen(e, lines_of(e.file), diff)  # type: ignore[misc]
-            hunk = diff.file(e.file).hunk_of(start)  # type: ignore[union-attr]
-            by_hunk.setdefault((e.file, hunk.start if hunk else start), []).append((start, end, e))
-        for (path, _), items in by_hunk.items():
-            start, end = min(i[0] for i in items), max(i[1] for i in items)
-            spans.setdefault(path, []).extend((start, end, e, fp) for _, _, e in items)
+            spans.setdefault(e.file, []).append((start, end, e, fp))
     blocks_of: dict[str, list[Block]] = {fp: [] for fp, _ in candidates}
     broken: dict[str, str] = {}
     for path in sorted(spans):

@@ -65,12 +65,13 @@ def all_edits(rv) -> list[Edit]:
 
 
 def test_an_insertion_is_widened_to_whole_lines_and_gives_the_engine_s_text():
-    rv = review(fix("a1" * 10, 4, [edit(4, 3, "inserted\n"), edit(5, 5, "changed 5\n")]))
+    # an insertion before 5 is carried by line 4, which the fix also changes: one suggestion
+    rv = review(fix("a1" * 10, 4, [edit(5, 4, "inserted\n"), edit(4, 4, "changed 4\n"), edit(2, 1, "top\n")]))
     plan = plan_review(rv, DIFF, head_lines=head_lines)
-    [block] = plan.deliveries["a1" * 10].blocks
-    assert (block.start, block.end) == (3, 5) and block.text == "line 3\ninserted\nadded 4\nchanged 5\n"
+    blocks = plan.deliveries["a1" * 10].blocks
+    assert [(b.start, b.end, b.text) for b in blocks] == [(1, 1, "line 1\ntop\n"), (4, 4, "changed 4\ninserted\n")]
     engine = apply_edits("".join(HEAD), [EngineEdit(**vars(e)) for e in all_edits(rv)])
-    assert github_apply(HEAD, [block]) == engine
+    assert github_apply(HEAD, blocks) == engine
 
 
 def test_a_fix_across_two_hunks_is_a_set_of_two_suggestions():
@@ -90,13 +91,11 @@ def test_an_edit_two_fixes_share_is_suggested_once():
                 fix("b2" * 10, 23, [edit(23, 23, "fixed 23\n"), shared]))
     plan = plan_review(rv, DIFF, head_lines=head_lines)
     blocks = all_blocks(plan.deliveries)
-    # the insertion before 22 is carried by line 21, which the first fix changes; the second
-    # fix's span (21-23) overlaps it: one block for both, posted once, under the first
-    assert [(b.start, b.end, b.owners) for b in blocks] == [(21, 23, ("a1" * 10, "b2" * 10))]
-    posted = [p for p in plan.inline if p.suggest]
-    assert [(p.finding.fingerprint, p.start_line, p.line) for p in posted] == [("a1" * 10, 21, 23)]
-    other = next(p for p in plan.inline if p.finding.fingerprint == "b2" * 10)
-    assert not other.suggest and "the suggestion at m.py:23 carries this fix too" in other.note
+    # the insertion before 22 is carried by line 21, which the first fix changes: one block,
+    # posted once, in the first fix's comment; the second fix's own edit is its own block
+    assert [(b.start, b.end, b.owners) for b in blocks] == [(21, 21, ("a1" * 10, "b2" * 10)), (23, 23, ("b2" * 10,))]
+    posted = [(p.finding.fingerprint, p.line, p.part, p.parts) for p in plan.inline if p.suggest]
+    assert posted == [("a1" * 10, 21, 1, 1), ("b2" * 10, 23, 2, 2)]
     assert github_apply(HEAD, blocks) == apply_line_edits("".join(HEAD), all_edits(rv))
 
 
