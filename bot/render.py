@@ -184,6 +184,8 @@ def inline_comment(p: Placement) -> str:
         if p.delivery is not None and p.delivery.files:
             lines += ["", f"The fix needs {adds_markdown(p.delivery)}: a suggestion cannot create a file, so it comes "
                       "with `/graphmend apply` or as the patch in the review body; commit it with the suggestion."]
+    elif fix is not None and p.delivery is not None and p.delivery.kind == SUGGESTION:
+        lines.append(f"Suggested fix ({escape(fix.title, 200)}): {escape(p.note)}.")
     else:
         lines.append(f"No suggestion: {escape(p.note)}.")
         if p.delivery is not None:

@@ -150,3 +150,13 @@ def test_the_bot_s_edit_rule_is_the_engine_s():
             edits.append(("f", start, end, "".join(f"n{rng.randint(0, 9)}\n" for _ in range(rng.randint(0, 2)))))
         ours = apply_line_edits(text, [Edit(*e) for e in edits])
         assert ours == apply_edits(text, [EngineEdit(*e) for e in edits]), (text, edits)
+
+
+def test_a_fix_wholly_inside_another_s_suggestion_names_it():
+    shared = edit(22, 21, "from ._rt import x\n")
+    rv = review(fix("a1" * 10, 21, [edit(21, 21, "fixed 21\n"), shared]), fix("b2" * 10, 23, [shared]))
+    plan = plan_review(rv, DIFF, head_lines=head_lines)
+    assert plan.deliveries["b2" * 10].kind == SUGGESTION
+    other = next(p for p in plan.inline if p.finding.fingerprint == "b2" * 10)
+    assert not other.suggest and other.line == 23
+    assert "Suggested fix (fix b2): the suggestion at m.py:21 carries this fix too" in render.inline_comment(other)
