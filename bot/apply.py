@@ -158,6 +158,11 @@ class Applier:
     def _file_change(self, fc: FileChange, head_sha: str, out: dict[str, tuple[Optional[str], str]]) -> None:
         if fc.path in out:
             raise ApplyRefused(f"{fc.path} is both edited and written whole by the fixes")
+        if fc.new_text != own_runtime_text():
+            # The only whole file a fix writes is GraphMend's runtime module: exactly this
+            # GraphMend's copy, whatever review.json says.
+            raise ApplyRefused(f"{fc.path} is not the runtime module this GraphMend writes (run the analysis with "
+                               "the same GraphMend version as this workflow)")
         try:
             current = self.client.file_text(fc.path, head_sha)
         except GitHubError as exc:
@@ -226,3 +231,13 @@ def unified_patch(changes: dict[str, tuple[Optional[str], str]]) -> str:
         out += difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
                                     "/dev/null" if old is None else f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
+
+
+def own_runtime_text() -> Optional[str]:
+    """The stamped runtime module this GraphMend writes into a repository (None when this
+    version has none). Imports neither torch nor libcst."""
+    try:
+        from graphmend.transforms._runtime_copy import stamped
+    except ImportError:
+        return None
+    return stamped()

