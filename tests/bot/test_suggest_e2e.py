@@ -195,5 +195,5 @@ def test_every_verified_fix_is_one_click_and_gives_graphmend_fix_s_tree(tmp_path
     assert suggested == (clone / "pkg/model.py").read_text()
     for path, fc in new_files.items():
         assert fc["new_text"] == (clone / path).read_text()
-    changed = git(clone, "status", "--porcelain").split("\n")
-    assert sorted(line[3:] for line in changed if line) == sorted(["pkg/model.py", *new_files])
+    changed = git(clone, "status", "--porcelain", "--untracked-files=all").splitlines()
+    assert sorted(line.split(maxsplit=1)[1] for line in changed) == sorted(["pkg/model.py", *new_files])
