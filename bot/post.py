@@ -328,7 +328,9 @@ class Poster:
             if r.state == "PENDING" and markers.find_review(r.body):
                 # A pending review of ours (a run that died half-way) blocks a new one (422).
                 self.client.delete_pending_review(n, r.id)
-        if any(r.state != "PENDING" and markers.find_review(r.body) == review.head_sha for r in reviews):
+        existing = [r.id for r in reviews if r.state != "PENDING" and markers.find_review(r.body) == review.head_sha]
+        if existing:
+            result.review_id = existing[0]  # every run names the head's one review
             result.notes.append(f"a review for {review.head_sha[:7]} exists already; not posting another")
             return
         if verdict.new == 0:

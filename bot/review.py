@@ -112,6 +112,10 @@ class FixProposal:
     benchmark: Optional[Benchmark] = None
     files: tuple[FileChange, ...] = ()  # files created or replaced whole (deduplicated across fixes)
 
+    @property
+    def is_single_range(self) -> bool:
+        return len(self.edits) == 1
+
 
 @dataclass(frozen=True)
 class Finding:
