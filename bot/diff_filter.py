@@ -2,19 +2,21 @@
 
 A finding is not dropped here; it is marked ``in-hunk`` (an inline comment can sit on it),
 ``in-file`` (the file changed but not that line) or ``outside`` (the file is not in the diff),
-and the renderer decides what each place gets. The plan also decides which fixes become
-one-click suggestions: only a fix that passed verification, whose safety the configuration
-allows, that is one contiguous whole-line range, and whose range lies inside one hunk.
+and the renderer decides what each place gets. The plan also decides how each fix is
+delivered (``suggest``): a fix we may offer (verified, at a safety the configuration allows)
+whose edits all lie in the diff's hunks is one suggestion per hunk it touches; the others go
+by ``/graphmend apply`` or as a patch in the review body, saying why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from bot.diff import PullDiff
 from bot.gate import is_new
-from bot.review import Finding, Review
+from bot.review import Finding, FixProposal, Review
+from bot.suggest import SUGGESTION, Block, Delivery, LineSource, plan_deliveries
 
 MAX_INLINE = 30
 SAFETY_RANK = {"safe": 0, "unsafe": 1, "display-only": 2}
@@ -28,13 +30,19 @@ class Placement:
     start_line: Optional[int]  # the comment's range on the RIGHT side (None: not inline)
     line: Optional[int]
     note: str  # why there is no suggestion, for the reader ("" when there is one)
+    block: Optional[Block] = None  # the suggestion this comment carries
+    part: int = 0  # of a fix posted as several suggestions: which one (1-based) ...
+    parts: int = 0  # ... of how many
+    siblings: tuple[tuple[str, int], ...] = ()  # (path, line) of the set's other suggestions
+    delivery: Optional[Delivery] = None
 
 
 @dataclass(frozen=True)
 class Plan:
     inline: tuple[Placement, ...]  # at most MAX_INLINE, sorted by (path, line)
     body: tuple[Placement, ...]  # new findings that get no inline comment
-    patches: tuple[Placement, ...]  # multi-place fixes, shown as a patch in the review body
+    patches: tuple[Placement, ...]  # fixes that are not (only) suggestions: apply / patch, with why
+    deliveries: dict[str, Delivery] = field(default_factory=dict)  # by fingerprint, every offered fix
 
 
 def fix_allowed(finding: Finding, review: Review) -> bool:
@@ -55,30 +63,22 @@ def _fix_refusal(finding: Finding, review: Review) -> str:
     return ""
 
 
-def suggestion_block_reason(finding: Finding, review: Review) -> str:
-    """Why this finding's fix cannot be a suggestion, or "" when it can (diff aside)."""
-    refusal = _fix_refusal(finding, review)
-    if refusal:
-        return refusal
-    if not review.settings.suggestions:
-        return "suggestions are turned off (review.suggestions)"
-    fix = finding.fix
-    assert fix is not None
-    if not fix.is_single_range:
-        return "the fix touches several places; see the patch in the review body"
-    edit = fix.edits[0]
-    if edit.file != finding.file:
-        return "the fix edits another file; see the patch in the review body"
-    if edit.end_line < edit.start_line:
-        return "the fix only inserts lines; see the patch in the review body"
-    return ""
+def offered_fixes(review: Review) -> list[tuple[Finding, FixProposal]]:
+    """The fixes the review offers, in review order: those of new findings that we may offer."""
+    new = sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line, f.rule or "", f.fingerprint))
+    return [(f, f.fix) for f in new if f.fix is not None and fix_allowed(f, review)]
 
 
-def plan_review(review: Review, diff: PullDiff, *, max_inline: int = MAX_INLINE) -> Plan:
+def plan_review(review: Review, diff: PullDiff, *, max_inline: int = MAX_INLINE,
+                head_lines: Optional[LineSource] = None, committable: bool = True) -> Plan:
+    """Where each new finding goes and how each offered fix is delivered. ``head_lines`` gives
+    the head's files (GitHub's contents); ``committable``: ``/graphmend apply`` can push."""
     inline: list[Placement] = []
     body: list[Placement] = []
     patches: list[Placement] = []
     new = sorted((f for f in review.findings if is_new(f)), key=lambda f: (f.file, f.line, f.rule or "", f.fingerprint))
+    deliveries = plan_deliveries(offered_fixes(review), diff, head_lines, suggestions=review.settings.suggestions,
+                                 committable=committable)
     for finding in new:
         fdiff = diff.file(finding.file)
         if fdiff is None:
@@ -87,26 +87,34 @@ def plan_review(review: Review, diff: PullDiff, *, max_inline: int = MAX_INLINE)
             where = "in-hunk"
         else:
             where = "in-file"
-        note = suggestion_block_reason(finding, review)
-        suggest = False
-        start = line = None
-        if not note and fdiff is not None:
-            edit = finding.fix.edits[0]  # type: ignore[union-attr]
-            if fdiff.range_in_one_hunk(edit.start_line, edit.end_line):
-                suggest = True
-                start, line = edit.start_line, edit.end_line
-            else:
-                note = "the lines to change are not all inside one hunk of this diff; see the patch in the review body"
-        if not suggest and where == "in-hunk":
-            start, line = finding.line, finding.line
-        placement = Placement(finding, where if not suggest else "in-hunk", suggest, start, line, note)
-        if not suggest and fix_allowed(finding, review):
-            patches.append(placement)
-        if line is not None:
-            inline.append(placement)
+        delivery = deliveries.get(finding.fingerprint)
+        if delivery is None:
+            note = _fix_refusal(finding, review)
+        elif delivery.kind == SUGGESTION:
+            note = ""
         else:
-            body.append(placement)
+            note = delivery.why
+        placements = []
+        if delivery is not None and delivery.kind == SUGGESTION:
+            own = [b for b in delivery.blocks if b.owners[0] == finding.fingerprint]
+            for i, b in enumerate(delivery.blocks, 1):
+                if b not in own:
+                    continue
+                others = tuple((o.file, o.end) for o in delivery.blocks if o is not b)
+                placements.append(Placement(finding, "in-hunk", True, b.start, b.end, "", b, i, len(delivery.blocks),
+                                            others, delivery))
+            if not own:
+                carrier = delivery.blocks[0]
+                note = (f"the suggestion at {carrier.file}:{carrier.end} carries this fix too "
+                        f"(its edits overlap another fix's)")
+        if not placements:
+            line = finding.line if where == "in-hunk" else None
+            placements.append(Placement(finding, where, False, line, line, note, delivery=delivery))
+        if delivery is not None and (delivery.kind != SUGGESTION or delivery.files):
+            patches.append(placements[0])
+        for p in placements:
+            (inline if p.line is not None else body).append(p)
     if len(inline) > max_inline:
         body.extend(inline[max_inline:])
         inline = inline[:max_inline]
-    return Plan(tuple(inline), tuple(body), tuple(patches))
+    return Plan(tuple(inline), tuple(body), tuple(patches), deliveries)

@@ -60,6 +60,8 @@ class PullInfo:
     head_repo: str
     base_repo: str
     state: str
+    head_ref: str = ""
+    maintainer_can_modify: bool = False
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,8 @@ class GitHubClient:
                 head_repo=((data["head"].get("repo") or {}).get("full_name")) or "",
                 base_repo=((data["base"].get("repo") or {}).get("full_name")) or "",
                 state=data["state"],
+                head_ref=str(data["head"].get("ref") or ""),
+                maintainer_can_modify=bool(data.get("maintainer_can_modify")),
             )
 
         return self._read(fetch)
@@ -338,6 +342,36 @@ class GitHubClient:
             lambda: self._request("POST", f"{self._repo.url}/issues/{number}/comments", {"body": body})["id"], recheck
         )
 
+    def get_issue_comment(self, comment_id: int) -> IssueCommentInfo:
+        def fetch() -> IssueCommentInfo:
+            data = self._request("GET", f"{self._repo.url}/issues/comments/{int(comment_id)}")
+            user = data.get("user") or {}
+            return IssueCommentInfo(int(data["id"]), str(data.get("body") or ""), str(user.get("login") or ""),
+                                    str(user.get("type") or ""))
+
+        return self._read(fetch)
+
+    def collaborator_permission(self, login: str) -> str:
+        """``login``'s permission on the repository as GitHub reports it (admin / write / read /
+        none; maintain counts as write), or "none" for an unknown login."""
+        from urllib.parse import quote
+
+        def fetch() -> str:
+            try:
+                data = self._request("GET", f"{self._repo.url}/collaborators/{quote(login, safe='')}/permission")
+            except GithubException as exc:
+                if exc.status == 404:
+                    return "none"
+                raise
+            return str(data.get("permission") or "none")
+
+        return self._read(fetch)
+
+    def add_reaction(self, comment_id: int, content: str) -> None:
+        """React to an issue comment (adding one that exists is harmless, so it is retried)."""
+        self._read(lambda: self._request("POST", f"{self._repo.url}/issues/comments/{int(comment_id)}/reactions",
+                                         {"content": content}))
+
     def delete_issue_comment(self, comment_id: int) -> None:
         self._delete(f"{self._repo.url}/issues/comments/{comment_id}")
 
@@ -447,6 +481,15 @@ class GitHubClient:
     def create_branch(self, branch: str, sha: str) -> None:
         payload = {"ref": f"refs/heads/{branch}", "sha": sha}
         self._write(lambda: self._request("POST", f"{self._repo.url}/git/refs", payload),
+                    lambda: True if self.branch_sha(branch) == sha else None)
+
+    def fast_forward_branch(self, branch: str, sha: str) -> None:
+        """Move ``branch`` to ``sha`` only as a fast-forward (``force: false``): a push that
+        landed meanwhile makes GitHub refuse (422, ``Unprocessable``) instead of being lost."""
+        from urllib.parse import quote
+
+        payload = {"sha": sha, "force": False}
+        self._write(lambda: self._request("PATCH", f"{self._repo.url}/git/refs/heads/{quote(branch)}", payload),
                     lambda: True if self.branch_sha(branch) == sha else None)
 
     def force_update_branch(self, branch: str, sha: str) -> None:

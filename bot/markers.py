@@ -39,6 +39,13 @@ def digest_marker(digest: str) -> str:
     return f"<!-- {PREFIX}:digest {_check_hex(digest, 'digest')} -->"
 
 
+def fixes_marker(digest: str) -> str:
+    """Records, in a head's review, the digest of the fixes it offered (``/graphmend apply``
+    commits only those)."""
+    return f"<!-- {PREFIX}:fixes {_check_hex(digest, 'digest')} -->"
+
+
+_FIXES_RE = re.compile(r"<!-- graphmend:fixes ([0-9a-f]{1,64}) -->")
 _FINDING_RE = re.compile(r"<!-- graphmend:finding ([0-9a-f]{1,64}) -->")
 _REVIEW_RE = re.compile(r"<!-- graphmend:review ([0-9a-f]{1,64}) -->")
 _DIGEST_RE = re.compile(r"<!-- graphmend:digest ([0-9a-f]{1,64}) -->")
@@ -61,6 +68,10 @@ def find_review(body: Optional[str]) -> Optional[str]:
 
 def find_digest(body: Optional[str]) -> Optional[str]:
     return _first(_DIGEST_RE, body)
+
+
+def find_fixes(body: Optional[str]) -> Optional[str]:
+    return _first(_FIXES_RE, body)
 
 
 def is_sticky(body: Optional[str]) -> bool:

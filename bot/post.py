@@ -29,12 +29,13 @@ from typing import Any, Callable, Optional
 
 from bot import markers, render
 from bot.diff import parse_files
-from bot.diff_filter import MAX_INLINE, Placement, Plan, plan_review
+from bot.diff_filter import MAX_INLINE, Placement, Plan, offered_fixes, plan_review
 from bot.gate import Verdict, apply_baseline, baseline_fingerprints, compute_verdict
 from bot.github_client import GitHubClient, GitHubError, PermissionDenied, Unprocessable
 from bot import retry
 from bot.retry import RetryLater, TransientError
 from bot.review import Review, Settings
+from bot.suggest import fixes_digest, split_lines
 
 CHECK_NAME = "GraphMend"
 STATUS_CONTEXT = "graphmend/gate"
@@ -111,6 +112,19 @@ def pull_from_event(event_name: str, payload: dict[str, Any], find_by_sha: Calla
     raise PostError(f"event {event_name!r}: expected pull_request, pull_request_target or workflow_run (or pass --pr and --head-sha)")
 
 
+def committable(pull: Any, repository: str) -> bool:
+    """Whether ``/graphmend apply`` may push to the pull request's branch: a branch of this
+    repository, or a fork whose author allows edits by maintainers."""
+    if pull is None:
+        return False
+    return pull.head_repo == repository or bool(pull.maintainer_can_modify)
+
+
+def offered_digest(review: Review) -> str:
+    """The digest of the fixes the review offers (``/graphmend apply`` commits only these)."""
+    return fixes_digest((f.fingerprint, fix) for f, fix in offered_fixes(review))
+
+
 def repo_path(path: str) -> Optional[str]:
     """``path`` when it is a normalised repository-relative path (no ``..``, not absolute, no
     backslash or control character), else None."""
@@ -143,6 +157,7 @@ class Poster:
         self.out, self.summary_path, self.max_inline = out, summary_path, max_inline
         self.overrides = dict(overrides or {})  # safety / suggestions / comment from the workflow (trusted)
         self.changed: Optional[frozenset[str]] = None  # the pull request's files, once read from GitHub
+        self.pull: Optional[Any] = None  # the pull request as GitHub has it (PullInfo), once read
         self.provenance = ""
 
     def check_head(self, review: Review) -> None:
@@ -192,7 +207,7 @@ class Poster:
         try:
             plan = self._plan(review, files)
             self._review(review, verdict, plan, result)
-            self._sticky(review, verdict, result)
+            self._sticky(review, verdict, result, plan.deliveries)
         except PermissionDenied as exc:
             return self._read_only(review, verdict, result, str(exc))
         self._gate(review, verdict, result)
@@ -203,7 +218,7 @@ class Poster:
     def from_github(self, review: Review, files: list, notes: list[str]) -> Review:
         """``review`` with what GitHub can tell replacing what the artifact claims: the base
         branch's policy and baseline, and only findings and fixes on the changed files."""
-        pull = self.client.get_pull(self.target.number)
+        pull = self.pull = self.client.get_pull(self.target.number)
         if pull.base_sha != review.base_sha:
             notes.append(f"review.json was made against base {review.base_sha[:7]}; the pull request's base is "
                          f"{pull.base_sha[:7]}: its policy and baseline are used")
@@ -272,7 +287,19 @@ class Poster:
 
     def _plan(self, review: Review, files: list) -> Plan:
         diff = parse_files((f.filename, f.status, f.patch) for f in files)
-        return plan_review(review, diff, max_inline=self.max_inline)
+        return plan_review(review, diff, max_inline=self.max_inline, head_lines=self._head_lines(review.head_sha),
+                           committable=committable(self.pull, self.target.repository))
+
+    def _head_lines(self, head_sha: str) -> Callable[[str], Optional[list[str]]]:
+        """The head's files as GitHub has them (what a suggestion is applied to)."""
+        def lines(path: str) -> Optional[list[str]]:
+            try:
+                text = self.client.file_text(path, head_sha)
+            except GitHubError:
+                return None
+            return None if text is None else split_lines(text)
+
+        return lines
 
     def _review(self, review: Review, verdict: Verdict, plan: Plan, result: PostResult) -> None:
         n = self.target.number
@@ -301,7 +328,9 @@ class Poster:
             if r.state == "PENDING" and markers.find_review(r.body):
                 # A pending review of ours (a run that died half-way) blocks a new one (422).
                 self.client.delete_pending_review(n, r.id)
-        if any(r.state != "PENDING" and markers.find_review(r.body) == review.head_sha for r in reviews):
+        existing = [r.id for r in reviews if r.state != "PENDING" and markers.find_review(r.body) == review.head_sha]
+        if existing:
+            result.review_id = existing[0]  # every run names the head's one review
             result.notes.append(f"a review for {review.head_sha[:7]} exists already; not posting another")
             return
         if verdict.new == 0:
@@ -317,7 +346,7 @@ class Poster:
             return
         moved: tuple[Placement, ...] = ()
         for attempt in range(3):
-            body = render.review_body(review, verdict, plan, moved=moved)
+            body = render.review_body(review, verdict, plan, moved=moved, fixes_digest=offered_digest(review))
             payload = [self._comment(p) for p in todo]
             try:
                 result.review_id = self.client.create_review(
@@ -381,11 +410,11 @@ class Poster:
         found.sort(key=lambda c: (c.user_type != "Bot", c.id))
         return [(c.id, c.body) for c in found]
 
-    def _sticky(self, review: Review, verdict: Verdict, result: PostResult) -> None:
+    def _sticky(self, review: Review, verdict: Verdict, result: PostResult, deliveries: Optional[dict] = None) -> None:
         mode = review.settings.comment
         if mode == "never":
             return
-        body = render.sticky_body(review, verdict)
+        body = render.sticky_body(review, verdict, deliveries)
         candidates = self._sticky_candidates()
         for cid, old in candidates:
             if mode == "on-change" and old == body:

@@ -17,6 +17,7 @@ from bot import markers
 from bot.diff_filter import Placement, Plan
 from bot.gate import Verdict, is_new
 from bot.review import Benchmark, Finding, FixProposal, Review, TargetSummary
+from bot.suggest import APPLY, SUGGESTION, Delivery, files_needed, split_lines
 
 # GitHub rejects bodies over 65,536 characters; keep a margin for the markers.
 BODY_LIMIT = 65_000
@@ -134,16 +135,61 @@ def finding_title(f: Finding) -> str:
     return " · ".join(parts)
 
 
+def _place(path: str, line: int) -> str:
+    return code_span(f"{path}:{line}")
+
+
+def delivery_text(d: Optional[Delivery]) -> str:
+    """How a fix reaches the repository, in a few words, and what it adds to it."""
+    if d is None:
+        return "not offered"
+    if d.kind == SUGGESTION:
+        n = len(d.blocks)
+        text = "one-click suggestion" if n == 1 else f"{n} one-click suggestions, applied together"
+        if d.files:
+            text += " + the file by `/graphmend apply` or the patch" if d.committable else " + the file as a patch"
+    elif d.kind == APPLY:
+        text = "`/graphmend apply` (or the patch)"
+    else:
+        text = "patch"
+    adds = adds_markdown(d)
+    return text + (f" · {adds}" if adds else "")
+
+
+def adds_markdown(d: Delivery) -> str:
+    """What a fix adds to the repository besides its edits: ``+1 file: `p.py` (new, 180 lines)``."""
+    if not d.files:
+        return ""
+    parts = [f"{code_span(f.path)} ({'new' if f.status == 'created' else 'updated'}, {len(split_lines(f.new_text))} lines)"
+             for f in d.files]
+    return f"+{len(parts)} file{'s' if len(parts) > 1 else ''}: " + ", ".join(parts)
+
+
 def inline_comment(p: Placement) -> str:
     f = p.finding
     lines = [markers.finding_marker(f.fingerprint), f"{finding_title(f)}: {escape(f.reason)}", ""]
     fix = f.fix
-    if p.suggest and fix is not None:
-        lines.append(f"Suggested fix ({escape(fix.title, 200)}):")
+    if p.suggest and fix is not None and p.block is not None:
+        if p.parts > 1:
+            others = ", ".join(_place(path, line) for path, line in p.siblings)
+            lines.append(f"Suggested fix ({escape(fix.title, 200)}), **{p.part} of {p.parts}**: apply together with "
+                         f"the suggestion{'s' if p.parts > 2 else ''} at {others} (*Add suggestion to batch*, then "
+                         "commit the batch).")
+        else:
+            lines.append(f"Suggested fix ({escape(fix.title, 200)}):")
         lines.append("")
-        lines.append(fence(fix.edits[0].new_text, "suggestion"))
+        lines.append(fence(p.block.text, "suggestion"))
+        if len(p.block.owners) > 1:
+            lines += ["", f"This suggestion also carries {len(p.block.owners) - 1} other fix(es) whose edits overlap it."]
+        if p.delivery is not None and p.delivery.files:
+            lines += ["", f"The fix needs {adds_markdown(p.delivery)}: a suggestion cannot create a file, so it comes "
+                      "with `/graphmend apply` or as the patch in the review body; commit it with the suggestion."]
+    elif fix is not None and p.delivery is not None and p.delivery.kind == SUGGESTION:
+        lines.append(f"Suggested fix ({escape(fix.title, 200)}): {escape(p.note)}.")
     else:
         lines.append(f"No suggestion: {escape(p.note)}.")
+        if p.delivery is not None:
+            lines += ["", f"Delivery: {delivery_text(p.delivery)}."]
     if fix is not None:
         lines += ["", verification_block(fix)]
     text = "\n".join(lines) + "\n"
@@ -160,8 +206,9 @@ def inline_comment(p: Placement) -> str:
 # Patches for multi-place fixes
 
 
-def fix_patch(fix: FixProposal) -> str:
-    """A unified diff of a fix's whole-line edits (new-side numbers shifted by earlier edits)."""
+def fix_patch(fix: FixProposal, *, with_files: bool = True) -> str:
+    """A unified diff of a fix's whole-line edits (new-side numbers shifted by earlier edits),
+    and of the files it creates."""
     out: list[str] = []
     by_file: dict[str, list] = {}
     for e in fix.edits:
@@ -178,7 +225,17 @@ def fix_patch(fix: FixProposal) -> str:
             out.append(f"@@ -{old_start},{old_count} +{new_start},{len(new)} @@")
             out += ["-" + ln for ln in old] + ["+" + ln for ln in new]
             shift += len(new) - old_count
+    for f in fix.files if with_files else ():
+        out += file_patch(f.path, f.new_text, f.status).rstrip("\n").split("\n")
     return "\n".join(out) + "\n"
+
+
+def file_patch(path: str, text: str, status: str) -> str:
+    """A new file as a unified diff; an updated one is named (its old text is not at hand)."""
+    new = text.splitlines()
+    if status != "created":
+        return f"# {path}: replaced by GraphMend's current copy ({len(new)} lines); `graphmend fix` writes it\n"
+    return "\n".join(["--- /dev/null", f"+++ b/{path}", f"@@ -0,0 +1,{len(new)} @@"] + ["+" + ln for ln in new]) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,36 +272,64 @@ def headline(verdict: Verdict) -> str:
     return f"{icon} GraphMend: {verdict.headline}"
 
 
-def review_body(review: Review, verdict: Verdict, plan: Plan, *, moved: tuple[Placement, ...] = ()) -> str:
+def _not_suggestions(plan: Plan, budget: int) -> list[str]:
+    """The review body's account of what cannot be a suggestion, each with why, then the patches."""
+    out = []
+    items = []
+    for p in plan.patches:
+        f, d = p.finding, p.delivery
+        assert f.fix is not None and d is not None
+        head = f"- {_place(f.file, f.line)} {rule_link(f.fix.rule)} {escape(f.fix.title, 200)}: {delivery_text(d)}"
+        items.append(head + (f" — {escape(d.why, 400)}" if d.why else ""))
+    fixes = [p.finding.fix for p in plan.patches if p.finding.fix is not None]
+    files = files_needed(fixes)
+    for fc in files:
+        items.append(f"- new file {code_span(fc.path)} ({'new' if fc.status == 'created' else 'updated'}, "
+                     f"{len(split_lines(fc.new_text))} lines), needed by the fixes above — a suggestion cannot create "
+                     "or replace a whole file")
+    if items:
+        how = ("comment `/graphmend apply` to have them committed to this branch, or apply the patch"
+               if any(p.delivery is not None and p.delivery.committable for p in plan.patches)
+               else "the bot cannot push to this branch (a fork that does not allow edits by maintainers): apply the patch")
+        out.append(f"**Not one-click** ({how}):\n\n" + _bounded(items, budget // 4, "- …and {n} more"))
+    blocks = []
+    for p in plan.patches:
+        f = p.finding
+        assert f.fix is not None
+        blocks.append(f"{_place(f.file, f.line)} {rule_link(f.fix.rule)} {escape(f.fix.title, 200)}\n\n"
+                      + fence(fix_patch(f.fix, with_files=False), "diff") + "\n")
+    for fc in files:
+        blocks.append(f"{code_span(fc.path)}\n\n" + fence(file_patch(fc.path, fc.new_text, fc.status), "diff") + "\n")
+    if blocks:
+        text = _bounded(blocks, budget // 2, "…and {n} more patch(es); run `graphmend fix` locally")
+        out.append(_details(f"{len(plan.patches)} verified fix(es) as a patch", text))
+    return out
+
+
+def review_body(review: Review, verdict: Verdict, plan: Plan, *, moved: tuple[Placement, ...] = (),
+                fixes_digest: str = "") -> str:
     """The body of the one review per head SHA."""
-    parts = [
-        markers.review_marker(review.head_sha),
+    parts = [markers.review_marker(review.head_sha)]
+    if fixes_digest:
+        parts.append(markers.fixes_marker(fixes_digest))
+    parts += [
         f"### {headline(verdict)}",
         "",
         f"{counts_line(review, verdict)} · base `{short(review.base_sha)}` → head `{short(review.head_sha)}`",
         "",
     ]
     n_sugg = sum(1 for p in plan.inline if p.suggest)
-    parts.append(f"{len(plan.inline)} inline comment(s), {n_sugg} with a verified suggestion.")
+    n_fix = sum(1 for d in plan.deliveries.values() if d.kind == SUGGESTION)
+    parts.append(f"{len(plan.inline)} inline comment(s), {n_sugg} with a verified suggestion"
+                 f" ({n_fix} of {len(plan.deliveries)} verified fix(es) one-click).")
     head = "\n".join(parts)
     budget = BODY_LIMIT - len(head) - 500
     rest = []
     outside = tuple(plan.body) + tuple(moved)
     if outside:
-        items = _bounded((finding_item(p) for p in outside), budget // 2, "- …and {n} more (see the check run's annotations)")
+        items = _bounded((finding_item(p) for p in outside), budget // 4, "- …and {n} more (see the check run's annotations)")
         rest.append(_details(f"{len(outside)} new finding(s) without an inline comment", items))
-    if plan.patches:
-        blocks = []
-        for p in plan.patches:
-            f = p.finding
-            assert f.fix is not None
-            blocks.append(
-                f"{code_span(f'{f.file}:{f.line}')} {rule_link(f.fix.rule)} {escape(f.fix.title, 200)}\n\n"
-                + fence(fix_patch(f.fix), "diff")
-                + "\n"
-            )
-        text = _bounded(blocks, budget // 2, "…and {n} more patch(es); run `graphmend fix` locally")
-        rest.append(_details(f"{len(plan.patches)} verified fix(es) as a patch", text))
+    rest += _not_suggestions(plan, budget)
     body = head + ("\n\n" + "\n\n".join(rest) if rest else "") + "\n"
     return body
 
@@ -310,7 +395,19 @@ def stages_note(review: Review) -> str:
     return "\n".join(f"- ⚠️ {escape(s.name)} did not run: {escape(s.reason, 300)}" for s in skipped)
 
 
-def sticky_body(review: Review, verdict: Verdict) -> str:
+def deliveries_section(review: Review, deliveries: dict[str, Delivery]) -> str:
+    """Per verified fix: how it will be delivered and what it adds to the repository."""
+    rows = []
+    for f in sorted((f for f in review.findings if f.fingerprint in deliveries and f.fix is not None),
+                    key=lambda f: (f.file, f.line, f.fingerprint)):
+        rows.append(f"- {_place(f.file, f.line)} {rule_link(f.fix.rule)} {escape(f.fix.title, 200)}: "  # type: ignore[union-attr]
+                    f"{delivery_text(deliveries[f.fingerprint])}")
+    if not rows:
+        return ""
+    return _details(f"{len(rows)} verified fix(es): how each is delivered", _bounded(rows, BODY_LIMIT // 4, "- …and {n} more"))
+
+
+def sticky_body(review: Review, verdict: Verdict, deliveries: Optional[dict[str, Delivery]] = None) -> str:
     """The one benchmark comment, edited in place; byte-identical for the same input."""
     rows = _target_counts(review)
     parts = [
@@ -325,6 +422,9 @@ def sticky_body(review: Review, verdict: Verdict) -> str:
     if review.errors:
         items = "\n".join(f"- {code_span(e.path)}: {escape(e.message, 200)}" for e in review.errors[:50])
         parts += ["", _details(f"{len(review.errors)} input(s) could not be read", items)]
+    section = deliveries_section(review, deliveries or {})
+    if section:
+        parts += ["", section]
     head = "\n".join(parts) + "\n"
     chart = mermaid_chart(rows[:MAX_CHART_TARGETS])
     budget = BODY_LIMIT - len(head) - len(chart) - 200

@@ -87,6 +87,18 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class FileChange:
+    """A whole file a fix needs created or replaced (the one-time runtime module beside the
+    package it serves): ``status`` is ``created`` (absent at the head) or ``updated`` (an older
+    copy is replaced). No suggestion can create a file, so it goes by ``/graphmend apply`` or as
+    a patch."""
+
+    path: str
+    status: str  # created | updated
+    new_text: str
+
+
+@dataclass(frozen=True)
 class Verification:
     status: str  # passed | failed | not-run
     detail: str = ""
@@ -103,6 +115,7 @@ class FixProposal:
     edits: tuple[Edit, ...]
     verification: Optional[Verification] = None
     benchmark: Optional[Benchmark] = None
+    files: tuple[FileChange, ...] = ()  # files created or replaced whole (deduplicated across fixes)
 
     @property
     def is_single_range(self) -> bool:

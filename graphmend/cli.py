@@ -27,6 +27,7 @@ VERBS: dict[str, str] = {
     "pr": "analyse a pull request and write review.json (never posts)",
     "post": "post a finished review.json to GitHub (no torch needed)",
     "merge": "join the partial reviews of a sharded run (pr --shard I/N) into one review.json",
+    "apply": "commit a review's verified fixes to the pull request (/graphmend apply; no torch needed)",
     "scan": "scan the default branch: SARIF, summary, a fix pull request",
     "baseline": "write the accepted-breaks file the merge gate reads",
     "init": "write a commented graphmend.yml and a targets module skeleton",

@@ -467,7 +467,10 @@ def _proposal(fix: Fix, verdict: Optional[dict], why_not: str = "") -> Any:
         verification = rv.Verification("passed" if verdict["ok"] else "failed", (verdict["reason"] or "")[:4000],
                                        verdict["max_error"], verdict["before"], verdict["after"])
     edits = tuple(rv.Edit(e.file, e.start_line, e.end_line, e.new_text, e.old_text) for e in fix.edits)
-    return rv.FixProposal(fix.rule, fix.title[:500], fix.safety.value, edits, verification, None)
+    # Whole files the fix needs (the one-time runtime module), once the Fix model carries them.
+    files = tuple(rv.FileChange(w.path, "created" if w.action == "create" else "updated", w.text)
+                  for w in getattr(fix, "files", ()) if w.action in ("create", "update"))
+    return rv.FixProposal(fix.rule, fix.title[:500], fix.safety.value, edits, verification, None, files)
 
 
 def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, Any], progress: Progress = None) -> tuple[dict[str, Any], Any]:

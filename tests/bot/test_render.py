@@ -108,7 +108,7 @@ def test_bodies_stay_under_githubs_limit():
     data = pr_review(BASE, HEAD)
     long_reason = "x" * 3000
     data["findings"] = [finding(f"{i:020x}", i + 1, long_reason, file=f"src/f{i % 50}.py") for i in range(3000)]
-    big_edit = {"file": "src/model.py", "start_line": 11, "end_line": 14, "new_text": "y = 1\n" * 20000, "old_text": "x\n"}
+    big_edit = {"file": "src/model.py", "start_line": 11, "end_line": 14, "new_text": "y = 1\n" * 20000, "old_text": "x\n" * 4}
     data["findings"][0]["fix"] = {"rule": "GM101", "title": "t", "safety": "safe", "edits": [big_edit, big_edit],
                                   "verification": {"status": "passed"}, "benchmark": None}
     data["findings"][0]["file"] = "src/model.py"

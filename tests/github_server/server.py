@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 from urllib.parse import parse_qs, urlsplit
 
-from tests.github_server import git_data, spec
+from tests.github_server import apply_ops, git_data, spec
 
 MAX_BODY = 65536
 DOCS = "https://docs.github.com/rest"
@@ -68,6 +68,7 @@ class Pull:
     base_ref: str = "main"
     head_ref: str = "feature"
     state: str = "open"
+    maintainer_can_modify: bool = False
 
 
 @dataclass
@@ -246,10 +247,12 @@ class GitHubServer:
     def add_repo(self, full_name: str, git_dir: str) -> None:
         self.state.repos[full_name] = {"id": self.state.next_id(), "git_dir": git_dir}
 
-    def open_pull(self, repo: str, base_sha: str, head_sha: str, *, head_repo: Optional[str] = None) -> Pull:
+    def open_pull(self, repo: str, base_sha: str, head_sha: str, *, head_repo: Optional[str] = None,
+                  maintainer_can_modify: bool = False) -> Pull:
         number = 1 + sum(1 for (r, _n) in self.state.pulls if r == repo)
         git_dir = self.state.repos[repo]["git_dir"]
-        pull = Pull(number, repo, git_dir, base_sha, head_sha, head_repo or repo)
+        pull = Pull(number, repo, git_dir, base_sha, head_sha, head_repo or repo,
+                    maintainer_can_modify=maintainer_can_modify)
         self.state.pulls[(repo, number)] = pull
         return pull
 
@@ -330,6 +333,7 @@ def pull_json(p: Pull) -> dict[str, Any]:
     d["head"]["repo"]["full_name"] = p.head_repo
     d["base"]["repo"]["full_name"] = p.repo
     d["requested_teams"] = []  # GitHub's example team lacks a required field
+    d["maintainer_can_modify"] = p.maintainer_can_modify
     return d
 
 
@@ -429,6 +433,8 @@ ROUTES: list[Route] = [
 ]
 # The scan's fix pull request (Git Data API, pulls from a branch) and GitHub App auth.
 ROUTES += [(m, re.compile("^" + p + "$"), op, fn) for m, p, op, fn in git_data.SPECS]
+# `graphmend apply`: who may ask (collaborator permission), the comment, a reaction to it.
+ROUTES += [(m, re.compile("^" + p + "$"), op, fn) for m, p, op, fn in apply_ops.SPECS]
 
 
 _CONTENTS_PATH = re.compile(r"^(/repos/[^/]+/[^/]+/contents/)(.+)$")
@@ -441,7 +447,7 @@ def _validation_path(path: str) -> str:
     return m.group(1) + m.group(2).replace("/", "%2F") if m else git_data.validation_path(path)
 
 
-class _Handler(git_data.GitDataOps, BaseHTTPRequestHandler):
+class _Handler(git_data.GitDataOps, apply_ops.ApplyOps, BaseHTTPRequestHandler):
     state: GitHubState
     protocol_version = "HTTP/1.1"
 

