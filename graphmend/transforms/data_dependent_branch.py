@@ -326,6 +326,7 @@ class DataDependentBranch(Transform):
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         self._dtypes = _known_dtypes(static, t)
         self._scalars = frozenset()
+        self._setup_values: dict[str, cst.BaseExpression] = {}
         self._needs_helper = False
         self._proven_last = True
 
@@ -360,6 +361,7 @@ class DataDependentBranch(Transform):
         # 4. setups (hoisted) and the selected values
         arms = [_split_arm(stmts, names_outside, test_names, shape) for stmts in arms_stmts]
         setup_names: list[set[str]] = []
+        self._setup_values = _single_assignments([s for arm in arms for s in arm.setups])
         for arm in arms:
             names: set[str] = set()
             for s in arm.setups:
@@ -572,7 +574,7 @@ class DataDependentBranch(Transform):
                     "was taken, and it may raise for some shapes (e.g. operands that do not broadcast)"
                 )
         if not self._no_grad:
-            why = _grad_mismatch(values, t, self._scalars | self._buffers)
+            why = _grad_mismatch(values, t, self._scalars | self._buffers, self._setup_values)
             if why:
                 raise _Declined(why)
         dtypes = {d for d in (_explicit_dtype(v, t) for v in values) if d is not None}
@@ -610,10 +612,46 @@ class DataDependentBranch(Transform):
 # helpers
 
 
-def _grad_mismatch(values: list, t: A._Torch, scalars: frozenset[str]) -> Optional[str]:
+def _single_assignments(setups: list) -> dict[str, cst.BaseExpression]:
+    """``name -> value`` for the hoisted setups that bind a name exactly once (``y = h.abs()``);
+    a name bound twice or by an augmented assignment is left out (it stays opaque)."""
+    seen: dict[str, int] = {}
+    values: dict[str, cst.BaseExpression] = {}
+    for s in setups:
+        name = _assigned_name(s)
+        seen[name] = seen.get(name, 0) + 1
+        if isinstance(s, (cst.Assign, cst.AnnAssign)) and s.value is not None:
+            values[name] = s.value
+        else:
+            seen[name] += 1
+    return {n: v for n, v in values.items() if seen[n] == 1}
+
+
+def _resolved_sources(value: cst.CSTNode, t: A._Torch, scalars: frozenset[str],
+                      setups: dict[str, cst.BaseExpression], depth: int = 8) -> Optional[frozenset[str]]:
+    """:func:`_effects.grad_sources`, with each name a hoisted setup binds replaced by the sources
+    of the value it is bound to (``y - 1`` after ``y = h.abs()`` draws from ``h``). Both paths run
+    the setups after the rewrite, so the substitution holds on either."""
+    sources = E.grad_sources(value, t, scalars)
+    if sources is None or depth == 0:
+        return sources
+    out: set[str] = set()
+    for name in sources:
+        if name in setups:
+            inner = _resolved_sources(setups[name], t, scalars, setups, depth - 1)
+            if inner is None:
+                return None
+            out |= inner
+        else:
+            out.add(name)
+    return frozenset(out)
+
+
+def _grad_mismatch(values: list, t: A._Torch, scalars: frozenset[str],
+                   setups: Optional[dict[str, cst.BaseExpression]] = None) -> Optional[str]:
     """Why the values may differ for autograd, or None when every one draws gradients from the
     same tensors (``x.clamp(max=1.0)`` and ``x * 2``)."""
-    sources = [E.grad_sources(v, t, scalars) for v in values]
+    sources = [_resolved_sources(v, t, scalars, setups or {}) for v in values]
     if all(s is not None for s in sources) and len(set(sources)) == 1:
         return None
     shown = ", ".join(f"`{A.code(v)}` from {_sources_text(s)}" for v, s in zip(values, sources))
