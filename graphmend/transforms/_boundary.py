@@ -6,9 +6,11 @@ condition becomes an in-graph ``torch._assert_async`` whose ``RuntimeError`` is 
 the original exception afterwards. "Afterwards" must be eager Python code that runs after every
 compiled call: the **boundary**. This module holds
 
-* :data:`RUNTIME` — the small runtime inlined at the END of every rewritten module (appending it
-  keeps every original line number, so LogRecord and ``warnings`` locations elsewhere in the file
-  do not move). It depends on torch only: fixed code never needs graphmend installed.
+* :func:`runtime_edits` — what a fix adds so the rewritten module has the runtime (``_runtime.py``):
+  in a package, two lines at the END importing the package's one stamped copy (``_runtime_copy.py``);
+  in a script, :data:`RUNTIME`, the compact runtime inlined at the END (appending keeps every
+  original line number, so LogRecord and ``warnings`` locations in the file do not move). It
+  depends on torch only: fixed code never needs graphmend installed.
 * :func:`plan` — where the boundary goes for a site, whether that placement is proven, and the
   edits that add the runtime (one identical edit per file, so several fixes merge).
 * small libcst helpers the rules share (positions, textual wrapping of an expression).
@@ -40,22 +42,22 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
-from graphmend.model import Edit
-from graphmend.transforms.base import SourceFile
+from graphmend.model import Edit, FileWrite
+from graphmend.transforms import _runtime_copy as RC
+from graphmend.transforms.base import RuleContext, SourceFile
 
-# Names the runtime defines; a module that already defines the first one has the runtime.
-MARKER = "_graphmend_deferred"
+# Names the runtime gives a rewritten module; one that defines or imports MARKER has the runtime.
+MARKER = RC.INSTALL
 DEFERRED = "_graphmend_deferred"
 TRAP = "_graphmend_trap"
 EQUAL = "_graphmend_equal"
 BOUNDARY = "_graphmend_boundary"
 
-RUNTIME = "\n" * 2 + (Path(__file__).with_name("_runtime.py")).read_text(encoding="utf-8")
+RUNTIME = RC.INLINE  # the compact inline form, for a file that is not in a package
 
 
 @dataclass(frozen=True)
@@ -68,24 +70,44 @@ class Placement:
 
 
 def has_runtime(source: SourceFile) -> bool:
+    """Whether the file already has the runtime: inline (defines MARKER) or imported."""
     for stmt in source.module.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == MARKER:
             return True
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar) \
+                        and any(a.evaluated_name == MARKER for a in small.names):
+                    return True
     return False
 
 
-def runtime_edits(source: SourceFile) -> tuple[Edit, ...]:
-    """The edit appending :data:`RUNTIME` to the file (none when it is there already).
+def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Union[tuple[tuple[Edit, ...], tuple[FileWrite, ...]], str]:
+    """What a fix adds for the runtime: (edits, files), or why it cannot (a hand-edited copy).
 
-    The edit is the same for every fix of the file, so the engine merges it; it is an insertion
-    after the last line, so no original line moves.
+    In a package (``ctx.runtime``): two lines at the end of the file importing the package's
+    runtime copy, and that copy as a whole file. Elsewhere: the compact runtime itself at the
+    end (:data:`RUNTIME`). The edit is the same for every fix of the file, so the engine merges
+    it; it is an insertion after the last line, so no original line moves. Nothing is added to
+    a file that has the runtime already.
     """
+    spot = ctx.runtime if ctx is not None else None
+    files: tuple[FileWrite, ...] = ()
+    if spot is not None and not _has_inline(source):
+        copy = RC.needed(spot)
+        if isinstance(copy, str):
+            return copy
+        files = (copy,)
     if has_runtime(source):
-        return ()
+        return (), files
     # (A file without a final newline is fine: the engine completes the last line before
     # applying whole-line edits and takes the newline away again afterwards.)
-    n = len(source.lines)
-    return (Edit(file=source.path, start_line=n + 1, end_line=n, new_text=RUNTIME.lstrip("\n") if n == 0 else RUNTIME, old_text=""),)
+    text = RC.import_lines(spot) if spot is not None else RUNTIME
+    return (RC.tail_edit(source.path, source.lines, text),), files
+
+
+def _has_inline(source: SourceFile) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == MARKER for s in source.module.body)
 
 
 def module_classes_with_forward(source: SourceFile) -> list[str]:

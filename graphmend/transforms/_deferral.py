@@ -91,7 +91,10 @@ class DeferredCallRule(Transform):
             suffix = f', "{kind}")'
         else:
             suffix = f', "{kind}", {line}, "{function}")'
-        edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + B.runtime_edits(source)
+        runtime = B.runtime_edits(source, ctx)
+        if isinstance(runtime, str):
+            return self.decline(source, call, runtime)
+        edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = B.region_may_raise(source, call)
         module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
         notes = (
@@ -120,6 +123,7 @@ class DeferredCallRule(Transform):
             line=source.line(call),
             fingerprint=self._fingerprint(source, call),
             notes=notes,
+            files=runtime[1],
         )
 
     # -- the fallback when no boundary is proven ---------------------------------------------

@@ -3,9 +3,11 @@
 # Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
 # as written. Under torch.compile, print / logging / warnings calls are recorded inside the graph
 # (arguments copied at the call) and replayed in order, with their original source location, by
-# the boundary installed on this module's forward methods once the compiled call has returned.
-# A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the boundary
-# turns its RuntimeError back into the original exception type and message.
+# the boundary installed on the rewritten module's forward methods once the compiled call has
+# returned. A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the
+# boundary turns its RuntimeError back into the original exception type and message.
+# A rewritten module ends with `_graphmend_install(globals())`, which gives it the names its call
+# sites use and makes its module classes boundaries.
 import builtins as _graphmend_builtins
 import dataclasses as _graphmend_dataclasses
 import functools as _graphmend_functools
@@ -38,7 +40,6 @@ def _graphmend_shared_runtime():
 
 
 _graphmend_runtime = _graphmend_shared_runtime()
-_graphmend_file = _graphmend_shared_runtime.__code__.co_filename
 _graphmend_trap_prefix = "graphmend-trap:"
 _graphmend_levels = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40,
                      "exception": 40, "critical": 50, "fatal": 50}
@@ -92,19 +93,29 @@ def _graphmend_rebuild(value):
     return value
 
 
-def _graphmend_deferred(callee, kind, line=0, function=""):
+class _GraphmendWhere:
+    # The rewritten module a deferred call is in: its file (the location replayed) and its
+    # globals (the warnings registry shared with its eager calls).
+    __slots__ = ("file", "namespace")
+
+    def __init__(self, file, namespace):
+        self.file = file
+        self.namespace = namespace
+
+
+def _graphmend_defer(where, callee, kind, line=0, function=""):
     """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call."""
     if not _graphmend_torch.compiler.is_compiling():
         return callee
 
     def record(*args, **kwargs):
-        entry = (callee, kind, line, function, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
+        entry = (callee, kind, line, function, where, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
         _graphmend_runtime.head = _graphmend_runtime.Record((_graphmend_replay, entry), _graphmend_runtime.head)
 
     return record
 
 
-def _graphmend_replay(callee, kind, line, function, args, kwargs):
+def _graphmend_replay(callee, kind, line, function, where, args, kwargs):
     args, kwargs = _graphmend_rebuild(args), _graphmend_rebuild(kwargs)
     owner = getattr(callee, "__self__", None)
     if kind == "log" and isinstance(owner, _graphmend_logging.Logger) and getattr(
@@ -113,17 +124,17 @@ def _graphmend_replay(callee, kind, line, function, args, kwargs):
         # redirect or reformat), so call it; the location it reports is then the replay's.
         return callee(*args, **kwargs)
     if kind == "log" and isinstance(owner, _graphmend_logging.Logger):
-        return _graphmend_log(callee.__self__, callee.__name__, line, function, args, kwargs)
+        return _graphmend_log(callee.__self__, callee.__name__, where.file, line, function, args, kwargs)
     if kind == "root-log":
         if not _graphmend_logging.root.handlers:  # logging.warning() & co. do this first
             _graphmend_logging.basicConfig()
-        return _graphmend_log(_graphmend_logging.root, callee.__name__, line, function, args, kwargs)
+        return _graphmend_log(_graphmend_logging.root, callee.__name__, where.file, line, function, args, kwargs)
     if kind == "warn":
-        return _graphmend_warn(line, *args, **kwargs)
+        return _graphmend_warn(where, line, *args, **kwargs)
     return callee(*args, **kwargs)
 
 
-def _graphmend_log(logger, method, line, function, args, kwargs):
+def _graphmend_log(logger, method, file, line, function, args, kwargs):
     # Logger._log with the call site as the location (findCaller would name the replay).
     if method == "log":
         level, args = args[0], args[1:]
@@ -136,20 +147,20 @@ def _graphmend_log(logger, method, line, function, args, kwargs):
         exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
     elif exc_info and not isinstance(exc_info, tuple):
         exc_info = _graphmend_sys.exc_info()
-    record = logger.makeRecord(logger.name, level, _graphmend_file, line, args[0], args[1:],
+    record = logger.makeRecord(logger.name, level, file, line, args[0], args[1:],
                                exc_info or None, function, kwargs.get("extra"), None)
     logger.handle(record)
 
 
-def _graphmend_warn(line, message, category=None, stacklevel=1, source=None):
+def _graphmend_warn(where, line, message, category=None, stacklevel=1, source=None):
     # warnings.warn(stacklevel=1) with the call site as the location; the module's own
     # __warningregistry__ keeps the once-per-location filters shared with eager calls.
     import warnings
 
     if isinstance(message, Warning):
         category = message.__class__
-    module_globals = globals()
-    warnings.warn_explicit(message, category or UserWarning, _graphmend_file, line,
+    module_globals = where.namespace
+    warnings.warn_explicit(message, category or UserWarning, where.file, line,
                            module_globals.get("__name__", "<string>"),
                            module_globals.setdefault("__warningregistry__", {}), module_globals, source)
 
@@ -283,4 +294,17 @@ def _graphmend_install_boundaries(namespace):
             namespace[key] = _graphmend_boundary(value)
 
 
-_graphmend_install_boundaries(globals())
+def _graphmend_install(namespace):
+    """Give the rewritten module whose globals are ``namespace`` the names its call sites use
+    (``_graphmend_deferred``, ``_graphmend_trap``, ``_graphmend_equal``, ``_graphmend_boundary``)
+    and make its module classes and compiled functions boundaries. Called on its last line."""
+    where = _GraphmendWhere(_graphmend_sys._getframe(1).f_code.co_filename, namespace)
+
+    def deferred(callee, kind, line=0, function=""):
+        return _graphmend_defer(where, callee, kind, line, function)
+
+    namespace["_graphmend_deferred"] = deferred
+    namespace["_graphmend_trap"] = _graphmend_trap
+    namespace["_graphmend_equal"] = _graphmend_equal
+    namespace["_graphmend_boundary"] = _graphmend_boundary
+    _graphmend_install_boundaries(namespace)
