@@ -159,6 +159,10 @@ def plan(source: SourceFile, site: cst.CSTNode) -> Placement:
     outer = _outermost_function(source, site)
     if cls is None and outer is not None and outer.name.value in compiled_functions(source):
         return Placement(True, f"the compiled function {outer.name.value}")
+    if cls is None and outer is not None and source.parent(outer) is source.module:
+        callers = _boundary_callers(source, outer.name.value)
+        if callers:
+            return Placement(True, f"the forward of {callers[0]}, which calls {outer.name.value}() (and of every module class in this file)")
     module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
     return Placement(
         False,
@@ -168,6 +172,34 @@ def plan(source: SourceFile, site: cst.CSTNode) -> Placement:
         f"`compiled = {module}._graphmend_boundary(torch.compile(fn))` (for a module: "
         f"`Model.forward = {module}._graphmend_boundary(Model.forward)` before compiling)",
     )
+
+
+def _boundary_callers(source: SourceFile, name: str) -> list[str]:
+    """The module classes of this file with a ``forward`` whose methods call the module-level
+    function ``name`` (directly or through other module-level functions of this file).
+
+    Their boundary replays what ``name`` records when one of them is the compiled entry. Called
+    from anywhere else under compile (another file's compiled function, a lambda), no boundary
+    runs and the runtime keeps the original call (``_graphmend_defer`` records only while an
+    eager boundary runs the compiled call), so the output is never lost or reordered."""
+    from graphmend.transforms.base import iter_nodes
+
+    functions = {s.name.value: s for s in source.module.body if isinstance(s, cst.FunctionDef)}
+
+    def calls(node: cst.CSTNode) -> set[str]:
+        return {c.func.value for c in iter_nodes(node, (cst.Call,)) if isinstance(c.func, cst.Name)}
+
+    reaching = {name}
+    changed = True
+    while changed:  # module-level functions that reach `name`
+        changed = False
+        for fname, fn in functions.items():
+            if fname not in reaching and calls(fn.body) & reaching:
+                reaching.add(fname)
+                changed = True
+    forwards = set(module_classes_with_forward(source))
+    return [stmt.name.value for stmt in source.module.body
+            if isinstance(stmt, cst.ClassDef) and stmt.name.value in forwards and calls(stmt.body) & reaching]
 
 
 def _outermost_function(source: SourceFile, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -319,6 +351,75 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
                 return (f"`{fault}` at line {source.line(node)} may fail on the values it is given (an index out of "
                         "range) inside the same compiled graph, and the records of a graph that raises are lost")
     return None
+
+
+def entry_faults(source: SourceFile, call: cst.CSTNode) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The module classes of this file that may be the compiled entry above ``call`` and may fail
+    after it in the same graph (class -> why), and those that may not.
+
+    A caller (a module that holds this one, or this class's own forward calling the method) may
+    fail after this call returned, in the same graph: ``y = self.inner(x); return y[idx]``; the
+    records of a graph that raises are lost. The runtime records only under the safe entries
+    (``entries=``); under the others the call runs as written."""
+    from graphmend.transforms.base import iter_nodes
+
+    func = enclosing_function(source, call)
+    own = _enclosing_class(source, call)
+    if own is not None:
+        related = _users_of(source, own.name.value)
+    elif func is not None:
+        related = set(_boundary_callers(source, _outermost_function(source, call).name.value))  # type: ignore[union-attr]
+        related = _users_of_all(source, related)
+    else:
+        related = set()
+    faults: dict[str, str] = {}
+    for name in sorted(related):
+        for method in _related_methods(source, {name}, func):
+            for node in iter_nodes(method, (cst.Subscript, cst.Call)):
+                fault = _value_fault(node, _tensor_names(method))
+                if fault and name not in faults:
+                    faults[name] = (f"`{fault}` at line {source.line(node)} (in {name}.{method.name.value}, which may run "
+                                    "after this call in the same compiled graph) may fail on the values it is given "
+                                    "(an index out of range), and the records of a graph that raises are lost")
+    forwards = set(module_classes_with_forward(source))
+    safe = tuple(sorted(n for n in related if n in forwards and n not in faults))
+    return faults, safe
+
+
+def _iter(node, kinds):
+    from graphmend.transforms.base import iter_nodes
+
+    return iter_nodes(node, kinds)
+
+
+def _users_of_all(source: SourceFile, names: set[str]) -> set[str]:
+    found: set[str] = set()
+    for name in names:
+        found |= _users_of(source, name)
+    return found
+
+
+def _related_methods(source: SourceFile, related: set[str], func: Optional[cst.FunctionDef]) -> list[cst.FunctionDef]:
+    """What a compiled call of the classes named in ``related`` runs: their ``forward`` and the
+    methods it calls as ``self.name(...)``, transitively (not ``func`` itself)."""
+    found = []
+    for stmt in source.module.body:
+        if not (isinstance(stmt, cst.ClassDef) and stmt.name.value in related):
+            continue
+        methods = {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)} \
+            if isinstance(stmt.body, cst.IndentedBlock) else {}
+        todo, seen = ["forward"], set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in methods:
+                continue
+            seen.add(name)
+            method = methods[name]
+            if method is not func:
+                found.append(method)
+            todo.extend(c.func.attr.value for c in _iter(method, (cst.Call,))
+                        if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name) and c.func.value.value == "self")
+    return found
 
 
 # Calls whose validity depends on index values (an out-of-range index fails at run time).

@@ -96,6 +96,15 @@ class DeferredCallRule(Transform):
             return self.decline(source, call, runtime)
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = B.region_may_raise(source, call)
+        faults, entries = B.entry_faults(source, call)
+        if faults and not raises:
+            if entries:
+                # Recorded only under the entries where nothing may fail after the call.
+                edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries={entries!r})"),) + runtime[0]
+                notes_entries = (f" Under a compiled {', '.join(sorted(faults))}, the call runs as written (it may fail after "
+                                 f"the call in the same graph: {next(iter(faults.values()))}).")
+            else:
+                raises = next(iter(faults.values()))
         module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
         notes = (
             f"Eager mode runs {shown}(...) as written. Under torch.compile it is recorded with its "
@@ -105,6 +114,8 @@ class DeferredCallRule(Transform):
             f"of this module's forwards outside a compiled region raises an error naming the records "
             f"that were never replayed (it never replays them into the wrong call)."
         )
+        if faults and not raises:
+            notes += notes_entries
         safety = Safety.SAFE
         if raises:
             safety = Safety.UNSAFE

@@ -103,9 +103,24 @@ class _GraphmendWhere:
         self.namespace = namespace
 
 
-def _graphmend_defer(where, callee, kind, line=0, function=""):
-    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call."""
-    if not _graphmend_torch.compiler.is_compiling():
+def _graphmend_bounded():
+    # Whether an eager boundary is running the compiled call being traced: only then is there
+    # one to replay records (or restore a trap) after it. A compiled entry that is not a boundary
+    # (a lambda or torch container around the module, a function of another file) only inlines
+    # the boundaries it calls. Dynamo guards on the value: a graph traced under a boundary is not
+    # reused without one.
+    return getattr(_graphmend_runtime, "depth", 0) > 0
+
+
+def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
+    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call.
+    Under a compiled entry that is not a boundary, or not one of ``entries`` (the module classes
+    under which nothing in the graph may fail after the call, when some may), ``callee`` itself
+    too: the call runs (and breaks the graph) as it did before the rewrite, never recorded for a
+    replay that would not come."""
+    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
+        return callee
+    if entries is not None and getattr(_graphmend_runtime, "entry", None) not in entries:
         return callee
 
     def record(*args, **kwargs):
@@ -198,8 +213,8 @@ def _graphmend_stale():
 
 def _graphmend_trap(condition, exc_type, message, raise_when=True):
     """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion."""
-    if not _graphmend_torch.compiler.is_compiling():
-        return condition
+    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
+        return condition  # (no boundary to turn the assertion back into the exception: keep the branch)
     if not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
             and condition.device.type == "cpu"
             and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
@@ -231,8 +246,9 @@ def _graphmend_restore(error):
     return exc_type(message)
 
 
-def _graphmend_boundary(function):
-    """Make ``function`` (a forward method or a compiled function) an eager boundary."""
+def _graphmend_boundary(function, name=None):
+    """Make ``function`` (a forward method or a compiled function) an eager boundary; ``name``
+    (the module class's) is the entry a deferred call may be restricted to."""
     if getattr(function, "__graphmend_boundary__", False):
         return function
 
@@ -249,10 +265,13 @@ def _graphmend_boundary(function):
             else:
                 _graphmend_stale()
         runtime.depth = depth + 1
+        entry = getattr(runtime, "entry", None)
+        if not depth:
+            runtime.entry = name  # the outermost boundary: the compiled entry
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
-            runtime.depth = depth
+            runtime.depth, runtime.entry = depth, entry
             # Graphs that returned before the failure applied their records: show them
             # before the exception propagates, as the original printed before raising.
             if _graphmend_runtime.head is not _graphmend_runtime.root:
@@ -261,7 +280,7 @@ def _graphmend_boundary(function):
             if restored is None:
                 raise
         else:
-            runtime.depth = depth
+            runtime.depth, runtime.entry = depth, entry
             if _graphmend_runtime.head is not _graphmend_runtime.root:
                 _graphmend_flush()
             return result
@@ -288,7 +307,7 @@ def _graphmend_install_boundaries(namespace):
                 and getattr(value, "forward") is not _graphmend_torch.nn.Module.forward):
             # its own forward, or one it inherits (an nn.Sequential subclass): whatever the
             # compiled entry runs must be a boundary, not only what it inlines
-            value.forward = _graphmend_boundary(value.forward)
+            value.forward = _graphmend_boundary(value.forward, value.__name__)
         elif (callable(value) and getattr(value, "_is_torch_compile", False)
               and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
             namespace[key] = _graphmend_boundary(value)
@@ -300,8 +319,8 @@ def _graphmend_install(namespace):
     and make its module classes and compiled functions boundaries. Called on its last line."""
     where = _GraphmendWhere(_graphmend_sys._getframe(1).f_code.co_filename, namespace)
 
-    def deferred(callee, kind, line=0, function=""):
-        return _graphmend_defer(where, callee, kind, line, function)
+    def deferred(callee, kind, line=0, function="", entries=None):
+        return _graphmend_defer(where, callee, kind, line, function, entries)
 
     namespace["_graphmend_deferred"] = deferred
     namespace["_graphmend_trap"] = _graphmend_trap
