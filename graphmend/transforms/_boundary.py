@@ -34,6 +34,14 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
   skipped frame calls are compiled, and Dynamo would break on every ``print`` of the replay.
 * The boundary wraps ``forward`` in a ``*args, **kwargs`` function; ``functools.wraps`` keeps
   the signature for ``inspect`` (transformers reads it) and ``torch.jit.script`` unwraps it.
+* A boundary is proven only where it runs: the runtime records a deferred call (and lowers a
+  trap) only while an eager boundary runs the compiled call (``runtime.depth``, which Dynamo
+  guards on). Under a compiled entry that only inlines boundaries (a lambda, ``nn.Sequential``, a
+  function of another file) the call runs as written and breaks the graph as before: nothing is
+  lost, nothing waits for a later call. Where a module of this file that may be the entry can
+  fail after the call in the same graph (the records of a graph that raises are lost), the call
+  names the entries it may be recorded under (``entries=``, checked against the outermost
+  boundary's class).
 * ``torch._assert_async(cond, msg)`` stays in the graph with the eager, aot_eager and inductor
   backends on CPU and raises ``RuntimeError(msg)`` exactly. On CUDA it is a device-side assert
   (message lost, context unusable), so the runtime keeps the original branch there.
@@ -48,7 +56,7 @@ import libcst as cst
 
 from graphmend.model import Edit, FileWrite
 from graphmend.transforms import _runtime_copy as RC
-from graphmend.transforms.base import RuleContext, SourceFile
+from graphmend.transforms.base import RuleContext, SourceFile, iter_nodes
 
 # Names the runtime gives a rewritten module; one that defines or imports MARKER has the runtime.
 MARKER = RC.INSTALL
@@ -386,12 +394,6 @@ def entry_faults(source: SourceFile, call: cst.CSTNode) -> tuple[dict[str, str],
     return faults, safe
 
 
-def _iter(node, kinds):
-    from graphmend.transforms.base import iter_nodes
-
-    return iter_nodes(node, kinds)
-
-
 def _users_of_all(source: SourceFile, names: set[str]) -> set[str]:
     found: set[str] = set()
     for name in names:
@@ -417,7 +419,7 @@ def _related_methods(source: SourceFile, related: set[str], func: Optional[cst.F
             method = methods[name]
             if method is not func:
                 found.append(method)
-            todo.extend(c.func.attr.value for c in _iter(method, (cst.Call,))
+            todo.extend(c.func.attr.value for c in iter_nodes(method, (cst.Call,))
                         if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name) and c.func.value.value == "self")
     return found
 

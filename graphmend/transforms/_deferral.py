@@ -16,8 +16,10 @@ Legality, each failing condition a Decline: the call is a statement of its own (
 unused: a recorder has nothing to return); it runs inside a function; its arguments do not
 name the caller's location (``stacklevel``, ``stack_info``); the name is the real ``print`` /
 logger / ``warnings`` (not rebound). Safety: ``safe`` when a boundary is proven to run after the
-region (the call is inside a module class of this file that defines ``forward``, or a function
-compiled here) and nothing in the region may raise after the call; otherwise ``unsafe``, and
+region (the call is inside a module class of this file that defines ``forward``, a module-level
+function such a class calls, or a function compiled here) and nothing in the region may raise
+after the call (where only some entries may, the call is recorded under the others only:
+``entries=``); otherwise ``unsafe``, and
 without a boundary the fix is the ``is_compiling()`` guard instead (messages skipped under
 compile, which the notes say).
 """
