@@ -70,6 +70,9 @@ class FixConfig:
     safety: str = "safe"
     select: tuple[str, ...] = ("GM",)
     ignore: tuple[str, ...] = ()
+    # The module fixes in a package import the runtime from (relative to the root; a .py file in
+    # a package). None: `<top package>/_graphmend_runtime.py` beside each package.
+    runtime: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -396,7 +399,10 @@ def parse_config(data: Any, *, root: Path, file: Optional[Path] = None, shown: s
         safety=fx.str_("safety", "safe", choices=("safe", "unsafe")),
         select=fx.str_list("select", ("GM",)),
         ignore=fx.str_list("ignore", ()),
+        runtime=fx.str_("runtime", None, nullable=True),
     )
+    if fix.runtime is not None and not re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*/)*[A-Za-z_][A-Za-z0-9_]*\.py", fix.runtime):
+        raise fx.error("runtime", 'a module path relative to the root, such as "src/pkg/_graphmend_runtime.py"')
     for key, codes in (("select", fix.select), ("ignore", fix.ignore)):
         for code in codes:
             if not re.fullmatch(r"GM\d{0,3}", code):

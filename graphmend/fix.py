@@ -47,6 +47,7 @@ class FileChange:
     fixes: tuple[str, ...] = ()  # rule codes applied, in order
     written: bool = False
     outside_paths: bool = False
+    new_file: bool = False  # a file the fixes add (the package's runtime copy)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,60 @@ def rule_context(config: Config, threshold: Safety, file: str, targets: Sequence
     # A site reached from several targets gets the strictest device: a CUDA assert is fatal.
     device = "cuda" if "cuda" in devices else ("cpu" if devices == {"cpu"} else (None if not devices else "auto"))
     return RuleContext(file=file, threshold=threshold, select=config.fix.select, ignore=config.fix.ignore,
-                       device=device, dtype=dtypes.pop() if len(dtypes) == 1 else None, verified=verified)
+                       device=device, dtype=dtypes.pop() if len(dtypes) == 1 else None, verified=verified,
+                       runtime=_runtime_spot(config, file))
+
+
+def _runtime_spot(config: Config, file: str):
+    """Where ``file``'s runtime copy is, read in the real tree (so a fix says what writing it does
+    there), or None for a file outside any package."""
+    from graphmend.transforms._runtime_copy import locate
+
+    if Path(file).is_absolute() or file.startswith("<"):
+        return None
+    return locate(Path(config.root), file, getattr(config.fix, "runtime", None))
+
+
+def _runtime_files(fixes: Sequence[Fix]):
+    from graphmend.model import files_needed
+
+    return files_needed(fixes)
+
+
+def _put_runtime(root: Path, fixes: Sequence[Fix]) -> None:
+    """The runtime copies ``fixes`` need, written into the working copy ``root`` so the targets run
+    the rewritten files (never reported: the real tree is written at the end)."""
+    for f in _runtime_files(fixes):
+        target = root / f.path
+        if not (target.is_file() and target.read_text(encoding="utf-8", errors="replace") == f.text):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(f.text, encoding="utf-8")
+
+
+def _runtime_changes(config: Config, fixes: Sequence[Fix], write: bool) -> tuple[list[FileChange], list[FileError]]:
+    """The runtime copies the applied fixes need, as changes of the report (a new file's diff is
+    against /dev/null), written to the real tree atomically when ``write``."""
+    from graphmend.transforms._runtime_copy import write_files
+
+    changes, errors = [], []
+    for f in _runtime_files(fixes):
+        if f.action == "unchanged":
+            continue
+        rules = tuple(dict.fromkeys(x.rule for x in fixes if f in x.files))
+        old = f.old_text if f.action == "update" else ""
+        diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), f.text.splitlines(keepends=True),
+                                            fromfile="/dev/null" if f.action == "create" else f"a/{f.path}",
+                                            tofile=f"b/{f.path}"))
+        written = False
+        if write:
+            try:
+                write_files(Path(config.root), [f])  # nothing to do when an earlier call wrote it
+                written = True
+            except (OSError, ValueError) as exc:
+                errors.append(FileError(f.path, str(exc)))
+                continue
+        changes.append(FileChange(f.path, diff, rules, written=written, new_file=f.action == "create"))
+    return changes, errors
 
 
 def _group(breaks: Iterable[GraphBreak]) -> dict[str, list[GraphBreak]]:
@@ -302,6 +356,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
                 originals.setdefault(rel, result.original)
                 changed[rel] = result.original
                 (copy / rel).write_text(text, encoding="utf-8")
+                _put_runtime(copy, fixes)
                 round_fixes.extend(fixes)
             if not changed:
                 break
@@ -346,6 +401,10 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
             for f in round_fixes:  # a site that got fixed is no longer skipped/declined
                 skipped.pop((f.file, f.line, f.rule), None)
             current = after
+        # The runtime copies first: a rewritten file is never written without the module it imports.
+        runtime_changes, runtime_errors = _runtime_changes(config, applied, write)
+        errors.extend(runtime_errors)
+        write = write and not runtime_errors
         changes = []
         for rel, old in sorted(originals.items()):
             new = (copy / rel).read_text(encoding="utf-8")
@@ -356,6 +415,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
                 fsutil.write_text(config.root / rel, new)
                 written = True
             changes.append(FileChange(rel, _diff(rel, old, new), tuple(f.rule for f in applied if f.file == rel), written=written))
+        changes.extend(runtime_changes)
         summaries = tuple(
             TargetSummary(name=b.name, breaks_before=b.break_count, breaks_after=a.break_count,
                           graphs_before=b.graph_count, graphs_after=a.graph_count, error=a.error or b.error,
@@ -506,10 +566,22 @@ def _static(config, paths, threshold, write, progress) -> FixReport:
         if result.changed:
             written = False
             if write and config.is_in_paths(rel):
-                fsutil.write_text(config.root / rel, result.text)
-                written = True
+                try:  # the runtime copy first: a rewritten file never goes without the module it imports
+                    from graphmend.transforms._runtime_copy import write_files
+
+                    write_files(Path(config.root), _runtime_files(result.applied))
+                except (OSError, ValueError) as exc:
+                    errors.append(FileError(rel, f"not written: {exc}"))
+                else:
+                    fsutil.write_text(config.root / rel, result.text)
+                    written = True
             changes.append(FileChange(rel, _diff(rel, result.original, result.text),
                                       tuple(f.rule for f in result.applied), written=written))
+    if applied:
+        in_paths = [f for f in applied if config.is_in_paths(f.file)]
+        runtime_changes, runtime_errors = _runtime_changes(config, in_paths, write)
+        changes.extend(runtime_changes)
+        errors.extend(runtime_errors)
     return FixReport(
         mode="static",
         verified=False,

@@ -173,9 +173,36 @@ class Edit:
     old_text: str = ""  # the replaced lines, to check the edit still applies
 
 
+FILE_ACTIONS = ("create", "update", "unchanged")
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """A whole file a fix needs in the repository besides its line edits (the shared runtime
+    module, ``<package>/_graphmend_runtime.py``).
+
+    ``action`` is what writing it does to the tree the fix was computed against: ``create`` (the
+    file is not there), ``update`` (an older copy written by GraphMend is replaced; ``old_text``
+    is that copy, to check it is still what was read) or ``unchanged`` (the same text is there
+    already: nothing to write). Several fixes needing the same file carry equal values;
+    :func:`files_needed` gives each path once.
+    """
+
+    path: str  # relative to the repository root, "/"-separated
+    text: str  # the whole content to write
+    action: str = "create"  # one of FILE_ACTIONS
+    old_text: str = ""  # the current content when action is "update" (or "unchanged")
+    purpose: str = ""  # one line for people: "graphmend runtime 0.1.0 (sha256 1a2b3c4d5e6f)"
+
+
 @dataclass(frozen=True)
 class Fix:
-    """A rewrite proposed by one rule for one break site; several edits make it a patch."""
+    """A rewrite proposed by one rule for one break site; several edits make it a patch.
+
+    ``files`` are whole files the fix needs besides its edits (see :class:`FileWrite`): the edits
+    of a GM2xx/GM3xx fix in a package import the shared runtime module, which must be in the
+    tree for the fixed file to run.
+    """
 
     rule: str
     title: str
@@ -185,11 +212,37 @@ class Fix:
     line: int
     fingerprint: str = ""
     notes: str = ""
+    files: tuple[FileWrite, ...] = ()
 
     @property
     def is_single_range(self) -> bool:
         """Only a fix of one contiguous range can be a one-click GitHub suggestion."""
         return len(self.edits) == 1
+
+    @property
+    def edited_files(self) -> tuple[str, ...]:
+        """The files this fix's edits change, sorted (usually just ``file``)."""
+        return tuple(sorted({e.file for e in self.edits}))
+
+    @property
+    def writes_files(self) -> tuple[FileWrite, ...]:
+        """The files of ``files`` that applying the fix creates or updates (not ``unchanged``)."""
+        return tuple(f for f in self.files if f.action != "unchanged")
+
+
+def files_needed(fixes: "typing.Iterable[Fix]") -> tuple[FileWrite, ...]:
+    """The whole files a set of fixes needs, each path once, sorted by path.
+
+    Fixes computed against the same tree carry equal :class:`FileWrite` values for a shared file;
+    two different contents for one path is a bug and raises ``ValueError``.
+    """
+    seen: dict[str, FileWrite] = {}
+    for fix in fixes:
+        for f in fix.files:
+            old = seen.setdefault(f.path, f)
+            if old.text != f.text:
+                raise ValueError(f"two fixes need different contents for {f.path}")
+    return tuple(v for _, v in sorted(seen.items()))
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ condition becomes an in-graph ``torch._assert_async`` whose ``RuntimeError`` is 
 the original exception afterwards. "Afterwards" must be eager Python code that runs after every
 compiled call: the **boundary**. This module holds
 
-* :data:`RUNTIME` — the small runtime inlined at the END of every rewritten module (appending it
-  keeps every original line number, so LogRecord and ``warnings`` locations elsewhere in the file
-  do not move). It depends on torch only: fixed code never needs graphmend installed.
+* :func:`runtime_edits` — what a fix adds so the rewritten module has the runtime (``_runtime.py``):
+  in a package, two lines at the END importing the package's one stamped copy (``_runtime_copy.py``);
+  in a script, :data:`RUNTIME`, the compact runtime inlined at the END (appending keeps every
+  original line number, so LogRecord and ``warnings`` locations in the file do not move). It
+  depends on torch only: fixed code never needs graphmend installed.
 * :func:`plan` — where the boundary goes for a site, whether that placement is proven, and the
   edits that add the runtime (one identical edit per file, so several fixes merge).
 * small libcst helpers the rules share (positions, textual wrapping of an expression).
@@ -32,6 +34,14 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
   skipped frame calls are compiled, and Dynamo would break on every ``print`` of the replay.
 * The boundary wraps ``forward`` in a ``*args, **kwargs`` function; ``functools.wraps`` keeps
   the signature for ``inspect`` (transformers reads it) and ``torch.jit.script`` unwraps it.
+* A boundary is proven only where it runs: the runtime records a deferred call (and lowers a
+  trap) only while an eager boundary runs the compiled call (``runtime.depth``, which Dynamo
+  guards on). Under a compiled entry that only inlines boundaries (a lambda, ``nn.Sequential``, a
+  function of another file) the call runs as written and breaks the graph as before: nothing is
+  lost, nothing waits for a later call. Where a module of this file that may be the entry can
+  fail after the call in the same graph (the records of a graph that raises are lost), the call
+  names the entries it may be recorded under (``entries=``, checked against the outermost
+  boundary's class).
 * ``torch._assert_async(cond, msg)`` stays in the graph with the eager, aot_eager and inductor
   backends on CPU and raises ``RuntimeError(msg)`` exactly. On CUDA it is a device-side assert
   (message lost, context unusable), so the runtime keeps the original branch there.
@@ -40,22 +50,22 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
-from graphmend.model import Edit
-from graphmend.transforms.base import SourceFile
+from graphmend.model import Edit, FileWrite
+from graphmend.transforms import _runtime_copy as RC
+from graphmend.transforms.base import RuleContext, SourceFile, iter_nodes
 
-# Names the runtime defines; a module that already defines the first one has the runtime.
-MARKER = "_graphmend_deferred"
+# Names the runtime gives a rewritten module; one that defines or imports MARKER has the runtime.
+MARKER = RC.INSTALL
 DEFERRED = "_graphmend_deferred"
 TRAP = "_graphmend_trap"
 EQUAL = "_graphmend_equal"
 BOUNDARY = "_graphmend_boundary"
 
-RUNTIME = "\n" * 2 + (Path(__file__).with_name("_runtime.py")).read_text(encoding="utf-8")
+RUNTIME = RC.INLINE  # the compact inline form, for a file that is not in a package
 
 
 @dataclass(frozen=True)
@@ -68,24 +78,44 @@ class Placement:
 
 
 def has_runtime(source: SourceFile) -> bool:
+    """Whether the file already has the runtime: inline (defines MARKER) or imported."""
     for stmt in source.module.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value == MARKER:
             return True
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar) \
+                        and any(a.evaluated_name == MARKER for a in small.names):
+                    return True
     return False
 
 
-def runtime_edits(source: SourceFile) -> tuple[Edit, ...]:
-    """The edit appending :data:`RUNTIME` to the file (none when it is there already).
+def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Union[tuple[tuple[Edit, ...], tuple[FileWrite, ...]], str]:
+    """What a fix adds for the runtime: (edits, files), or why it cannot (a hand-edited copy).
 
-    The edit is the same for every fix of the file, so the engine merges it; it is an insertion
-    after the last line, so no original line moves.
+    In a package (``ctx.runtime``): two lines at the end of the file importing the package's
+    runtime copy, and that copy as a whole file. Elsewhere: the compact runtime itself at the
+    end (:data:`RUNTIME`). The edit is the same for every fix of the file, so the engine merges
+    it; it is an insertion after the last line, so no original line moves. Nothing is added to
+    a file that has the runtime already.
     """
+    spot = ctx.runtime if ctx is not None else None
+    files: tuple[FileWrite, ...] = ()
+    if spot is not None and not _has_inline(source):
+        copy = RC.needed(spot)
+        if isinstance(copy, str):
+            return copy
+        files = (copy,)
     if has_runtime(source):
-        return ()
+        return (), files
     # (A file without a final newline is fine: the engine completes the last line before
     # applying whole-line edits and takes the newline away again afterwards.)
-    n = len(source.lines)
-    return (Edit(file=source.path, start_line=n + 1, end_line=n, new_text=RUNTIME.lstrip("\n") if n == 0 else RUNTIME, old_text=""),)
+    text = RC.import_lines(spot) if spot is not None else RUNTIME
+    return (RC.tail_edit(source.path, source.lines, text),), files
+
+
+def _has_inline(source: SourceFile) -> bool:
+    return any(isinstance(s, cst.FunctionDef) and s.name.value == MARKER for s in source.module.body)
 
 
 def module_classes_with_forward(source: SourceFile) -> list[str]:
@@ -137,6 +167,10 @@ def plan(source: SourceFile, site: cst.CSTNode) -> Placement:
     outer = _outermost_function(source, site)
     if cls is None and outer is not None and outer.name.value in compiled_functions(source):
         return Placement(True, f"the compiled function {outer.name.value}")
+    if cls is None and outer is not None and source.parent(outer) is source.module:
+        callers = _boundary_callers(source, outer.name.value)
+        if callers:
+            return Placement(True, f"the forward of {callers[0]}, which calls {outer.name.value}() (and of every module class in this file)")
     module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
     return Placement(
         False,
@@ -146,6 +180,34 @@ def plan(source: SourceFile, site: cst.CSTNode) -> Placement:
         f"`compiled = {module}._graphmend_boundary(torch.compile(fn))` (for a module: "
         f"`Model.forward = {module}._graphmend_boundary(Model.forward)` before compiling)",
     )
+
+
+def _boundary_callers(source: SourceFile, name: str) -> list[str]:
+    """The module classes of this file with a ``forward`` whose methods call the module-level
+    function ``name`` (directly or through other module-level functions of this file).
+
+    Their boundary replays what ``name`` records when one of them is the compiled entry. Called
+    from anywhere else under compile (another file's compiled function, a lambda), no boundary
+    runs and the runtime keeps the original call (``_graphmend_defer`` records only while an
+    eager boundary runs the compiled call), so the output is never lost or reordered."""
+    from graphmend.transforms.base import iter_nodes
+
+    functions = {s.name.value: s for s in source.module.body if isinstance(s, cst.FunctionDef)}
+
+    def calls(node: cst.CSTNode) -> set[str]:
+        return {c.func.value for c in iter_nodes(node, (cst.Call,)) if isinstance(c.func, cst.Name)}
+
+    reaching = {name}
+    changed = True
+    while changed:  # module-level functions that reach `name`
+        changed = False
+        for fname, fn in functions.items():
+            if fname not in reaching and calls(fn.body) & reaching:
+                reaching.add(fname)
+                changed = True
+    forwards = set(module_classes_with_forward(source))
+    return [stmt.name.value for stmt in source.module.body
+            if isinstance(stmt, cst.ClassDef) and stmt.name.value in forwards and calls(stmt.body) & reaching]
 
 
 def _outermost_function(source: SourceFile, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -297,6 +359,69 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
                 return (f"`{fault}` at line {source.line(node)} may fail on the values it is given (an index out of "
                         "range) inside the same compiled graph, and the records of a graph that raises are lost")
     return None
+
+
+def entry_faults(source: SourceFile, call: cst.CSTNode) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The module classes of this file that may be the compiled entry above ``call`` and may fail
+    after it in the same graph (class -> why), and those that may not.
+
+    A caller (a module that holds this one, or this class's own forward calling the method) may
+    fail after this call returned, in the same graph: ``y = self.inner(x); return y[idx]``; the
+    records of a graph that raises are lost. The runtime records only under the safe entries
+    (``entries=``); under the others the call runs as written."""
+    from graphmend.transforms.base import iter_nodes
+
+    func = enclosing_function(source, call)
+    own = _enclosing_class(source, call)
+    if own is not None:
+        related = _users_of(source, own.name.value)
+    elif func is not None:
+        related = set(_boundary_callers(source, _outermost_function(source, call).name.value))  # type: ignore[union-attr]
+        related = _users_of_all(source, related)
+    else:
+        related = set()
+    faults: dict[str, str] = {}
+    for name in sorted(related):
+        for method in _related_methods(source, {name}, func):
+            for node in iter_nodes(method, (cst.Subscript, cst.Call)):
+                fault = _value_fault(node, _tensor_names(method))
+                if fault and name not in faults:
+                    faults[name] = (f"`{fault}` at line {source.line(node)} (in {name}.{method.name.value}, which may run "
+                                    "after this call in the same compiled graph) may fail on the values it is given "
+                                    "(an index out of range), and the records of a graph that raises are lost")
+    forwards = set(module_classes_with_forward(source))
+    safe = tuple(sorted(n for n in related if n in forwards and n not in faults))
+    return faults, safe
+
+
+def _users_of_all(source: SourceFile, names: set[str]) -> set[str]:
+    found: set[str] = set()
+    for name in names:
+        found |= _users_of(source, name)
+    return found
+
+
+def _related_methods(source: SourceFile, related: set[str], func: Optional[cst.FunctionDef]) -> list[cst.FunctionDef]:
+    """What a compiled call of the classes named in ``related`` runs: their ``forward`` and the
+    methods it calls as ``self.name(...)``, transitively (not ``func`` itself)."""
+    found = []
+    for stmt in source.module.body:
+        if not (isinstance(stmt, cst.ClassDef) and stmt.name.value in related):
+            continue
+        methods = {f.name.value: f for f in stmt.body.body if isinstance(f, cst.FunctionDef)} \
+            if isinstance(stmt.body, cst.IndentedBlock) else {}
+        todo, seen = ["forward"], set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in methods:
+                continue
+            seen.add(name)
+            method = methods[name]
+            if method is not func:
+                found.append(method)
+            todo.extend(c.func.attr.value for c in iter_nodes(method, (cst.Call,))
+                        if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name) and c.func.value.value == "self")
+    return found
 
 
 # Calls whose validity depends on index values (an out-of-range index fails at run time).

@@ -16,8 +16,10 @@ Legality, each failing condition a Decline: the call is a statement of its own (
 unused: a recorder has nothing to return); it runs inside a function; its arguments do not
 name the caller's location (``stacklevel``, ``stack_info``); the name is the real ``print`` /
 logger / ``warnings`` (not rebound). Safety: ``safe`` when a boundary is proven to run after the
-region (the call is inside a module class of this file that defines ``forward``, or a function
-compiled here) and nothing in the region may raise after the call; otherwise ``unsafe``, and
+region (the call is inside a module class of this file that defines ``forward``, a module-level
+function such a class calls, or a function compiled here) and nothing in the region may raise
+after the call (where only some entries may, the call is recorded under the others only:
+``entries=``); otherwise ``unsafe``, and
 without a boundary the fix is the ``is_compiling()`` guard instead (messages skipped under
 compile, which the notes say).
 """
@@ -91,8 +93,20 @@ class DeferredCallRule(Transform):
             suffix = f', "{kind}")'
         else:
             suffix = f', "{kind}", {line}, "{function}")'
-        edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + B.runtime_edits(source)
+        runtime = B.runtime_edits(source, ctx)
+        if isinstance(runtime, str):
+            return self.decline(source, call, runtime)
+        edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = B.region_may_raise(source, call)
+        faults, entries = B.entry_faults(source, call)
+        if faults and not raises:
+            if entries:
+                # Recorded only under the entries where nothing may fail after the call.
+                edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries={entries!r})"),) + runtime[0]
+                notes_entries = (f" Under a compiled {', '.join(sorted(faults))}, the call runs as written (it may fail after "
+                                 f"the call in the same graph: {next(iter(faults.values()))}).")
+            else:
+                raises = next(iter(faults.values()))
         module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
         notes = (
             f"Eager mode runs {shown}(...) as written. Under torch.compile it is recorded with its "
@@ -102,6 +116,8 @@ class DeferredCallRule(Transform):
             f"of this module's forwards outside a compiled region raises an error naming the records "
             f"that were never replayed (it never replays them into the wrong call)."
         )
+        if faults and not raises:
+            notes += notes_entries
         safety = Safety.SAFE
         if raises:
             safety = Safety.UNSAFE
@@ -120,6 +136,7 @@ class DeferredCallRule(Transform):
             line=source.line(call),
             fingerprint=self._fingerprint(source, call),
             notes=notes,
+            files=runtime[1],
         )
 
     # -- the fallback when no boundary is proven ---------------------------------------------

@@ -3,9 +3,11 @@
 # Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
 # as written. Under torch.compile, print / logging / warnings calls are recorded inside the graph
 # (arguments copied at the call) and replayed in order, with their original source location, by
-# the boundary installed on this module's forward methods once the compiled call has returned.
-# A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the boundary
-# turns its RuntimeError back into the original exception type and message.
+# the boundary installed on the rewritten module's forward methods once the compiled call has
+# returned. A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the
+# boundary turns its RuntimeError back into the original exception type and message.
+# A rewritten module ends with `_graphmend_install(globals())`, which gives it the names its call
+# sites use and makes its module classes boundaries.
 import builtins as _graphmend_builtins
 import dataclasses as _graphmend_dataclasses
 import functools as _graphmend_functools
@@ -38,7 +40,6 @@ def _graphmend_shared_runtime():
 
 
 _graphmend_runtime = _graphmend_shared_runtime()
-_graphmend_file = _graphmend_shared_runtime.__code__.co_filename
 _graphmend_trap_prefix = "graphmend-trap:"
 _graphmend_levels = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40,
                      "exception": 40, "critical": 50, "fatal": 50}
@@ -92,19 +93,44 @@ def _graphmend_rebuild(value):
     return value
 
 
-def _graphmend_deferred(callee, kind, line=0, function=""):
-    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call."""
-    if not _graphmend_torch.compiler.is_compiling():
+class _GraphmendWhere:
+    # The rewritten module a deferred call is in: its file (the location replayed) and its
+    # globals (the warnings registry shared with its eager calls).
+    __slots__ = ("file", "namespace")
+
+    def __init__(self, file, namespace):
+        self.file = file
+        self.namespace = namespace
+
+
+def _graphmend_bounded():
+    # Whether an eager boundary is running the compiled call being traced: only then is there
+    # one to replay records (or restore a trap) after it. A compiled entry that is not a boundary
+    # (a lambda or torch container around the module, a function of another file) only inlines
+    # the boundaries it calls. Dynamo guards on the value: a graph traced under a boundary is not
+    # reused without one.
+    return getattr(_graphmend_runtime, "depth", 0) > 0
+
+
+def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
+    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call.
+    Under a compiled entry that is not a boundary, or not one of ``entries`` (the module classes
+    under which nothing in the graph may fail after the call, when some may), ``callee`` itself
+    too: the call runs (and breaks the graph) as it did before the rewrite, never recorded for a
+    replay that would not come."""
+    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
+        return callee
+    if entries is not None and getattr(_graphmend_runtime, "entry", None) not in entries:
         return callee
 
     def record(*args, **kwargs):
-        entry = (callee, kind, line, function, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
+        entry = (callee, kind, line, function, where, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
         _graphmend_runtime.head = _graphmend_runtime.Record((_graphmend_replay, entry), _graphmend_runtime.head)
 
     return record
 
 
-def _graphmend_replay(callee, kind, line, function, args, kwargs):
+def _graphmend_replay(callee, kind, line, function, where, args, kwargs):
     args, kwargs = _graphmend_rebuild(args), _graphmend_rebuild(kwargs)
     owner = getattr(callee, "__self__", None)
     if kind == "log" and isinstance(owner, _graphmend_logging.Logger) and getattr(
@@ -113,17 +139,17 @@ def _graphmend_replay(callee, kind, line, function, args, kwargs):
         # redirect or reformat), so call it; the location it reports is then the replay's.
         return callee(*args, **kwargs)
     if kind == "log" and isinstance(owner, _graphmend_logging.Logger):
-        return _graphmend_log(callee.__self__, callee.__name__, line, function, args, kwargs)
+        return _graphmend_log(callee.__self__, callee.__name__, where.file, line, function, args, kwargs)
     if kind == "root-log":
         if not _graphmend_logging.root.handlers:  # logging.warning() & co. do this first
             _graphmend_logging.basicConfig()
-        return _graphmend_log(_graphmend_logging.root, callee.__name__, line, function, args, kwargs)
+        return _graphmend_log(_graphmend_logging.root, callee.__name__, where.file, line, function, args, kwargs)
     if kind == "warn":
-        return _graphmend_warn(line, *args, **kwargs)
+        return _graphmend_warn(where, line, *args, **kwargs)
     return callee(*args, **kwargs)
 
 
-def _graphmend_log(logger, method, line, function, args, kwargs):
+def _graphmend_log(logger, method, file, line, function, args, kwargs):
     # Logger._log with the call site as the location (findCaller would name the replay).
     if method == "log":
         level, args = args[0], args[1:]
@@ -136,20 +162,20 @@ def _graphmend_log(logger, method, line, function, args, kwargs):
         exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
     elif exc_info and not isinstance(exc_info, tuple):
         exc_info = _graphmend_sys.exc_info()
-    record = logger.makeRecord(logger.name, level, _graphmend_file, line, args[0], args[1:],
+    record = logger.makeRecord(logger.name, level, file, line, args[0], args[1:],
                                exc_info or None, function, kwargs.get("extra"), None)
     logger.handle(record)
 
 
-def _graphmend_warn(line, message, category=None, stacklevel=1, source=None):
+def _graphmend_warn(where, line, message, category=None, stacklevel=1, source=None):
     # warnings.warn(stacklevel=1) with the call site as the location; the module's own
     # __warningregistry__ keeps the once-per-location filters shared with eager calls.
     import warnings
 
     if isinstance(message, Warning):
         category = message.__class__
-    module_globals = globals()
-    warnings.warn_explicit(message, category or UserWarning, _graphmend_file, line,
+    module_globals = where.namespace
+    warnings.warn_explicit(message, category or UserWarning, where.file, line,
                            module_globals.get("__name__", "<string>"),
                            module_globals.setdefault("__warningregistry__", {}), module_globals, source)
 
@@ -187,8 +213,8 @@ def _graphmend_stale():
 
 def _graphmend_trap(condition, exc_type, message, raise_when=True):
     """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion."""
-    if not _graphmend_torch.compiler.is_compiling():
-        return condition
+    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
+        return condition  # (no boundary to turn the assertion back into the exception: keep the branch)
     if not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
             and condition.device.type == "cpu"
             and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
@@ -220,8 +246,9 @@ def _graphmend_restore(error):
     return exc_type(message)
 
 
-def _graphmend_boundary(function):
-    """Make ``function`` (a forward method or a compiled function) an eager boundary."""
+def _graphmend_boundary(function, name=None):
+    """Make ``function`` (a forward method or a compiled function) an eager boundary; ``name``
+    (the module class's) is the entry a deferred call may be restricted to."""
     if getattr(function, "__graphmend_boundary__", False):
         return function
 
@@ -238,10 +265,13 @@ def _graphmend_boundary(function):
             else:
                 _graphmend_stale()
         runtime.depth = depth + 1
+        entry = getattr(runtime, "entry", None)
+        if not depth:
+            runtime.entry = name  # the outermost boundary: the compiled entry
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
-            runtime.depth = depth
+            runtime.depth, runtime.entry = depth, entry
             # Graphs that returned before the failure applied their records: show them
             # before the exception propagates, as the original printed before raising.
             if _graphmend_runtime.head is not _graphmend_runtime.root:
@@ -250,7 +280,7 @@ def _graphmend_boundary(function):
             if restored is None:
                 raise
         else:
-            runtime.depth = depth
+            runtime.depth, runtime.entry = depth, entry
             if _graphmend_runtime.head is not _graphmend_runtime.root:
                 _graphmend_flush()
             return result
@@ -277,10 +307,23 @@ def _graphmend_install_boundaries(namespace):
                 and getattr(value, "forward") is not _graphmend_torch.nn.Module.forward):
             # its own forward, or one it inherits (an nn.Sequential subclass): whatever the
             # compiled entry runs must be a boundary, not only what it inlines
-            value.forward = _graphmend_boundary(value.forward)
+            value.forward = _graphmend_boundary(value.forward, value.__name__)
         elif (callable(value) and getattr(value, "_is_torch_compile", False)
               and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
             namespace[key] = _graphmend_boundary(value)
 
 
-_graphmend_install_boundaries(globals())
+def _graphmend_install(namespace):
+    """Give the rewritten module whose globals are ``namespace`` the names its call sites use
+    (``_graphmend_deferred``, ``_graphmend_trap``, ``_graphmend_equal``, ``_graphmend_boundary``)
+    and make its module classes and compiled functions boundaries. Called on its last line."""
+    where = _GraphmendWhere(_graphmend_sys._getframe(1).f_code.co_filename, namespace)
+
+    def deferred(callee, kind, line=0, function="", entries=None):
+        return _graphmend_defer(where, callee, kind, line, function, entries)
+
+    namespace["_graphmend_deferred"] = deferred
+    namespace["_graphmend_trap"] = _graphmend_trap
+    namespace["_graphmend_equal"] = _graphmend_equal
+    namespace["_graphmend_boundary"] = _graphmend_boundary
+    _graphmend_install_boundaries(namespace)

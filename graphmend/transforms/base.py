@@ -57,6 +57,7 @@ from libcst.metadata import (
 
 from graphmend.model import Category, Decline, Edit, Fix, Safety
 from graphmend.transforms._analysis import dotted
+from graphmend.transforms._runtime_copy import RuntimeSpot
 
 DOC_SECTIONS = (
     "What it does",
@@ -97,7 +98,8 @@ class RuleContext:
     ``threshold`` is the lowest safety applied (``fix.safety`` / ``--unsafe-fixes``); rules
     still return fixes above it (the engine reports them as needing opt-in). ``device`` and
     ``dtype`` are the target's when known (None in static mode): trap lowering is safe on CPU
-    but not on CUDA. ``verified`` is True when the sites come from a real Dynamo run, so a
+    but not on CUDA. ``runtime`` is where the file's copy of the GM2xx/GM3xx runtime is when
+    the file is in a package (``_runtime_copy.locate``); None keeps the runtime inline. ``verified`` is True when the sites come from a real Dynamo run, so a
     rule may rely on re-detection and equivalence checks that follow (e.g. for shapes it
     cannot see statically); in static mode it must be more conservative.
     """
@@ -109,6 +111,8 @@ class RuleContext:
     device: Optional[str] = None
     dtype: Optional[str] = None
     verified: bool = False
+    # Where this file's runtime copy is (a file in a package), or None: the runtime goes inline.
+    runtime: Optional["RuntimeSpot"] = None
 
     def selects(self, code: str) -> bool:
         """ruff-style prefix selection: the longest matching prefix wins, ignore wins ties."""

@@ -199,7 +199,10 @@ class RaiseOnTensorCondition(Transform):
         placement = B.plan(source, node)
         suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + ")"
         edit = B.wrap_text(source, test, prefix, suffix)
-        edits = (self.adjust(edit, test, source),) + B.runtime_edits(source)
+        runtime = B.runtime_edits(source, ctx)
+        if isinstance(runtime, str):
+            return self.decline(source, node, runtime)
+        edits = (self.adjust(edit, test, source),) + runtime[0]
         notes = (
             f"Eager mode is unchanged. Under torch.compile on CPU the check is torch._assert_async in the graph and "
             f"{name}({message!r}) is raised again by the boundary; on other devices the Python branch stays."
@@ -220,6 +223,7 @@ class RaiseOnTensorCondition(Transform):
             line=line,
             fingerprint=fingerprint(source.path, source.function_name(node), self.code, source.lines[line - 1]),
             notes=notes,
+            files=runtime[1],
         )
 
 
