@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 if TYPE_CHECKING:
-    from graphmend.model import Edit
+    from graphmend.model import Edit, Fix
 
 
 class TreeError(Exception):
@@ -146,6 +146,22 @@ def apply_edits_to_tree(tree: Path, edits: Sequence[Edit]) -> None:
             raise ValueError(f"{rel}: outside the repository")
         text = path.read_text(encoding="utf-8")
         path.write_text(apply_edits(text, file_edits), encoding="utf-8")
+
+
+def apply_fixes_to_tree(tree: Path, fixes: Sequence[Fix]) -> None:
+    """Write what ``fixes`` need into ``tree``: the whole files they carry (a runtime module
+    beside the package, created or updated), then their edits (:func:`apply_edits_to_tree`)."""
+    from graphmend.model import files_needed
+    from graphmend.fsutil import write_text
+
+    for f in files_needed(fixes):
+        if f.action == "unchanged":
+            continue
+        path = tree / f.path
+        if path.is_symlink() or not path.parent.resolve().is_relative_to(tree.resolve()):
+            raise ValueError(f"{f.path}: outside the repository or a symbolic link")
+        write_text(path, f.text)
+    apply_edits_to_tree(tree, [e for fx in fixes for e in fx.edits])
 
 
 @contextlib.contextmanager

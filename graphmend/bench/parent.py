@@ -26,7 +26,7 @@ from graphmend.config import Config, TargetConfig, load_config
 from graphmend.model import Environment, Fix
 from graphmend.runner import Job, Runner, get_runner
 from graphmend.runner.channel import work_folder
-from graphmend.trees import apply_edits_to_tree, changed_files, copy_tree, tree_at
+from graphmend.trees import apply_fixes_to_tree, changed_files, copy_tree, tree_at
 from graphmend.verify.parent import job_device, select_targets
 
 Progress = Optional[Callable[[str], None]]
@@ -264,6 +264,6 @@ def bench_fixes(config: Config, fixes: Sequence[Fix], *, progress: Progress = No
                    GIT_COMMITTER_NAME="graphmend", GIT_COMMITTER_EMAIL="graphmend@localhost")
         for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "before the fixes", "--no-verify"]):
             subprocess.run(["git", *args], cwd=tree, env=env, check=True, capture_output=True)
-        apply_edits_to_tree(tree, [e for fx in fixes for e in fx.edits])
+        apply_fixes_to_tree(tree, fixes)
         fixed = load_config(tree, tree / config.file.relative_to(config.root)) if config.file else load_config(tree)
         return bench(fixed, base="HEAD", progress=progress, rounds=rounds)

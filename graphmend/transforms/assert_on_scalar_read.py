@@ -270,7 +270,10 @@ class AssertOnScalarRead(Transform):
             inner = f'{HELPER}({source.code(left)}, "{op}", {source.code(tensor)}, "right")'
         new_test = f"{B.TRAP}({inner}, AssertionError, {message!r}, False)"
         edit = _replace_text(source, test, new_test)
-        edits = (edit,) + B.runtime_edits(source) + _helper_edits(source)
+        runtime = B.runtime_edits(source, ctx)
+        if isinstance(runtime, str):
+            raise _Declined(runtime)
+        edits = (edit,) + runtime[0] + _helper_edits(source)
         placement = B.plan(source, node)
         notes = ("Eager mode is unchanged. Under torch.compile on CPU, where the comparison on the tensor is exact, the "
                  f"check is torch._assert_async in the graph and AssertionError({message!r}) is raised again by the "
@@ -291,6 +294,7 @@ class AssertOnScalarRead(Transform):
             line=line,
             fingerprint=fingerprint(source.path, source.function_name(node), self.code, source.lines[line - 1]),
             notes=notes,
+            files=runtime[1],
         )
 
 

@@ -26,7 +26,7 @@ from graphmend.config import Config, ConfigError, TargetConfig
 from graphmend.model import Environment, Fix, TargetResult
 from graphmend.runner import Job, Runner, get_runner
 from graphmend.runner.channel import ChannelError, copy_file, work_folder
-from graphmend.trees import apply_edits_to_tree, changed_files, copy_tree, tree_at
+from graphmend.trees import apply_fixes_to_tree, changed_files, copy_tree, tree_at
 from graphmend.verify.compare import ArmData, compare_arms, load_tensors
 from graphmend.verify.results import FixVerdict, Mismatch, TargetVerification, VerifyReport
 from graphmend.verify.worker import INPUTS_IN, INPUTS_OUT, OUTPUTS, STATE_IN, STATE_OUT
@@ -341,7 +341,7 @@ def verify_fixes(config: Config, fixes: Sequence[Fix], target_names: Optional[It
             tree = work / "trees" / variant
             copy_tree(config.root, tree)
             try:
-                apply_edits_to_tree(tree, [e for f in chosen for e in f.edits])
+                apply_fixes_to_tree(tree, chosen)
             except Exception as exc:  # noqa: BLE001 - EditConflict, a missing file: the fix does not apply
                 return f"does not apply: {exc}", [], None
             results = [_verify_target(arms[t.name], before[t.name], tree, variant) for t in targets]
@@ -403,7 +403,7 @@ def verify_edits(config: Config, base_root: Path, fixes: Sequence[Fix], target_n
             tree = work / "trees" / f"v{runs}"
             copy_tree(base_root, tree)
             try:
-                apply_edits_to_tree(tree, [e for i in chosen for e in fixes[i].edits])
+                apply_fixes_to_tree(tree, [fixes[i] for i in chosen])
             except Exception as exc:  # noqa: BLE001 - EditConflict, a missing file: the fixes do not apply
                 return f"does not apply: {exc}", []
             results = [_verify_target(arms[t.name], before[t.name], tree, f"v{runs}") for t in targets]
