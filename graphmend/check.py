@@ -192,7 +192,7 @@ def _label(config: Config, b: GraphBreak, candidates: list[str], result: Any) ->
                 reasons.append(f"{s.fix.rule}: {s.reason}")
     for f in result.failed:
         if f.line == b.line and f.rule in candidates:
-            reasons.append(f"{f.rule} failed on this site: {f.reason}")
+            reasons.append(f"{f.rule} failed on this site: {f.error}")
     for s in result.suppressed:
         if s.line == b.line and s.rule in candidates:
             reasons.append(f"{s.rule} suppressed by a `# graphmend: ignore` comment")

@@ -127,6 +127,7 @@ def scan_shard(config: Config, index: int, count: int, *, progress: Progress = N
 
 def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str], None], runner: Any) -> ScanResult:
     from graphmend.fix import apply_fixes
+    from graphmend.model import files_needed
     from graphmend.transforms.engine import apply_edits
     from graphmend.verify import verify_fixes
 
@@ -185,6 +186,9 @@ def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str]
     for rel in sorted({e.file for fx in kept for e in fx.edits}):
         new = apply_edits(originals[rel], [e for fx in kept for e in fx.edits if e.file == rel])
         files.append(ScanFile(rel, new))
+    # The whole files the kept fixes need (the package's runtime module), created or updated.
+    files.extend(ScanFile(f.path, f.text) for f in files_needed(kept) if f.action != "unchanged")
+    files.sort(key=lambda f: f.path)
     fixes.sort(key=lambda f: (f.file, f.line, f.rule))
     withheld.sort(key=lambda w: (w.file, w.line, w.rule))
     return ScanResult(report, tuple(fixes), tuple(files), tuple(withheld),

@@ -101,7 +101,9 @@ def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path
     # -- 1: the first scan opens the pull request ------------------------------------------
     code, data = scan(checkout, out, server.url, capsys)
     assert code == 1  # breaks remain on the default branch
-    assert data["breaks"] == 4 and data["verified_fixes"] == 2 and data["files"] == ["pkg/model.py"]
+    # The GM301 fix imports the package's runtime module, which the pull request adds.
+    assert data["breaks"] == 4 and data["verified_fixes"] == 2
+    assert data["files"] == ["pkg/_graphmend_runtime.py", "pkg/model.py"]
     assert data["pull_request"]["action"] == "opened"
     number, first_commit = data["pull_request"]["number"], data["pull_request"]["commit"]
 
@@ -121,9 +123,11 @@ def test_scan_opens_updates_and_closes_one_pull_request(server, origin, tmp_path
 
     main_sha = git(origin, "rev-parse", "main")
     assert git(origin, "rev-list", "--parents", "-n", "1", first_commit).split() == [first_commit, main_sha]
-    assert git(origin, "diff", "--name-only", main_sha, first_commit) == "pkg/model.py"
+    assert git(origin, "diff", "--name-only", main_sha, first_commit).split() == ["pkg/_graphmend_runtime.py", "pkg/model.py"]
     fixed = git(origin, "show", f"{first_commit}:pkg/model.py")
-    assert "torch.where(" in fixed and "torch._assert_async(" in fixed and "torch.nonzero(h)" in fixed
+    assert "torch.where(" in fixed and "_graphmend_trap(" in fixed and "torch.nonzero(h)" in fixed
+    assert "from ._graphmend_runtime import _graphmend_install" in fixed
+    assert "torch._assert_async(" in git(origin, "show", f"{first_commit}:pkg/_graphmend_runtime.py")
     [pull] = [p for p in server.state.pulls.values() if p.head_ref == scan_pr.BRANCH]
     assert pull.number == number and pull.state == "open" and pull.head_sha == first_commit
     assert pull.body.count("| `pkg/model.py:") == 2 and "GM101" in pull.body and "GM301" in pull.body
