@@ -179,10 +179,7 @@ class ConditionalExpressionOnTensor(Transform):
                                 "the original program wrote")
         # GM101's checks on the selected values, with its state for a single expression.
         checker = gm101.DataDependentBranch()
-        checker._dtypes, checker._scalars = {}, frozenset()
-        checker._needs_helper, checker._proven_last = False, True
-        checker._no_grad = gm101.grad_disabled(source, node)
-        checker._buffers = gm101.buffer_attrs(source, func)  # type: ignore[arg-type]
+        checker.begin_site(source, func, node)  # type: ignore[arg-type]
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
         outside = gm101.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
         if outside:

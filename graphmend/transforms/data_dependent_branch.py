@@ -321,14 +321,8 @@ class DataDependentBranch(Transform):
             if not eff.ok and not isinstance(part, cst.Comparison):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
 
-        self._no_grad = grad_disabled(source, node)
-        self._buffers = buffer_attrs(source, func)
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
-        self._dtypes = _known_dtypes(static, t)
-        self._scalars = frozenset()
-        self._setup_values: dict[str, cst.BaseExpression] = {}
-        self._needs_helper = False
-        self._proven_last = True
+        self.begin_site(source, func, node, _known_dtypes(static, t))
 
         # 3. the arms and the reconciling shape
         arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
@@ -548,6 +542,18 @@ class DataDependentBranch(Transform):
             site=node,
             notes="; ".join(dict.fromkeys(notes)),
         )
+
+    def begin_site(self, source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode,
+                   dtypes: Optional[dict[str, str]] = None) -> None:
+        """The per-site state :meth:`_check_values` and :meth:`_select_fn` read, all of it in one
+        place (GM402 borrows the checks for a single expression, which hoists no setups)."""
+        self._no_grad = grad_disabled(source, node)
+        self._buffers = buffer_attrs(source, func)
+        self._dtypes = dtypes or {}
+        self._scalars: frozenset[str] = frozenset()
+        self._setup_values: dict[str, cst.BaseExpression] = {}
+        self._needs_helper = False
+        self._proven_last = True
 
     def _check_values(self, values: list, what: str, t: A._Torch, notes: list[str], safety: Safety) -> Safety:
         """Every selected value: not None, not a Python number, no effects, no evident mismatch."""

@@ -153,15 +153,15 @@ class EarlyReturnOnTensorCondition(Transform):
         "Example": (
             "```python\n"
             "if (scores < 0).all():\n"
-            "    return scores.new_zeros(scores.shape)\n"
-            "weights = scores.softmax(-1)\n"
+            "    return scores * 0.5\n"
+            "weights = torch.sigmoid(scores)\n"
             "return weights * scores\n"
             "```"
         ),
         "Use instead": (
             "```python\n"
-            "weights = scores.softmax(-1)\n"
-            "return _graphmend_select((scores < 0).all(), scores.new_zeros(scores.shape), weights * scores)\n"
+            "weights = torch.sigmoid(scores)\n"
+            "return _graphmend_select((scores < 0).all(), scores * 0.5, weights * scores)\n"
             "```\n"
             "(`_graphmend_select` is GM101's helper: `torch.where` when both values have one shape, dtype "
             "and device, the original choice otherwise)."
@@ -169,8 +169,10 @@ class EarlyReturnOnTensorCondition(Transform):
         "Fix safety": (
             "Exactly GM101's, on the `if`/`else` the early exit is equal to: the rest of the block runs on "
             "both paths after the rewrite, so it must not raise, write state, print, draw random numbers "
-            "or call anything unknown; nested control flow in it (a loop, another `if` that does not "
-            "reconcile) is declined by GM101 with its reason. Declined here: an `if` with `else`/`elif` "
+            "or call anything unknown; the two values must be new tensors (not the caller's own object, "
+            "e.g. `return x`) that draw gradients from the same tensors, unless the site runs under "
+            "`torch.no_grad()`/`inference_mode()`; nested control flow in it (a loop, another `if` that does "
+            "not reconcile) is declined by GM101 with its reason. Declined here: an `if` with `else`/`elif` "
             "(GM101's), a body that does not end in `return <value>`, an `if` that is the last statement "
             "of its block, and an `if` that is not in an indented block of a function."
         ),
@@ -181,9 +183,9 @@ class EarlyReturnOnTensorCondition(Transform):
         # A Python condition: no graph break.
         "import torch\n\n\ndef f(x, training):\n    if training:\n        return x\n    y = x * 2\n    return y\n",
         # The rest prints: it would run on both paths.
-        "import torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        return x\n    print('negative')\n    return -x\n",
+        "import torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        return x * 2\n    print('negative')\n    return -x\n",
         # The rest does not return a value on every path.
-        "import torch\n\n\ndef f(x, out):\n    if x.sum() > 0:\n        return x\n    out.add_(x)\n",
+        "import torch\n\n\ndef f(x, out):\n    if x.sum() > 0:\n        return x * 2\n    out.add_(x)\n",
         # `if c: return a` + `return b`: GM101's shape, not this rule's.
         "import torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        return x\n    return -x\n",
         # Nothing follows the `if`.
@@ -198,10 +200,10 @@ class EarlyReturnOnTensorCondition(Transform):
         ),
         # Nested in a loop body: the rest of the loop's block becomes the `else`.
         (
-            "import torch\n\n\ndef f(xs):\n    for x in xs:\n        if x.sum() > 0:\n            return x\n"
-            "        y = x * 2\n        return y\n    return xs[0]\n",
+            "import torch\n\n\ndef f(xs):\n    for x in xs:\n        if x.sum() > 0:\n            return x + 1\n"
+            "        y = x * 2\n        return y - 1\n    return xs[0]\n",
             "import torch\n\n\n" + _helper_code("torch") + "\n\n"
-            "def f(xs):\n    for x in xs:\n        y = x * 2\n        return _graphmend_select(x.sum() > 0, x, y)\n"
+            "def f(xs):\n    for x in xs:\n        y = x * 2\n        return _graphmend_select(x.sum() > 0, x + 1, y - 1)\n"
             "    return xs[0]\n",
         ),
     )
