@@ -491,6 +491,13 @@ class DataDependentBranch(Transform):
             written, why = E.call_writes(call, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
             if chosen and why:
                 raise _Declined(f"{why}; after the rewrite it would get a new tensor instead of `{sorted(chosen)[0]}`")
+            outside = outside_roots(source, func, node, [_call_of(arm.call_stmt).args[k].value  # type: ignore[arg-type]
+                                                         for arm in arms for k in differing], t)
+            if outside and not _consumes_only(call, t):
+                raise _Declined(f"`{A.code(call.func)}(...)` may keep or return its argument (a container's `append`, "
+                                f"`tuple(x)`'s views), and on one path that argument may be `{sorted(outside)[0]}`'s own "
+                                "object; after the rewrite it would get a new tensor, so the caller's later in-place "
+                                "updates (or identity checks) would no longer reach what it kept")
             target = [stmt.targets[0].target.value] if isinstance(stmt, cst.Assign) else []  # type: ignore[union-attr]
             hazard = alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
             if hazard:
@@ -776,6 +783,13 @@ def _call_shape(arms: list[list[cst.BaseSmallStatement]], has_else: bool):
     if not differing:
         return None
     return stmts[0], differing
+
+
+def _consumes_only(call: cst.Call, t: A._Torch) -> bool:
+    """Whether ``call`` provably neither keeps nor returns its arguments' objects: ``print``, or a
+    torch function whose result is a new tensor (not a view or a no-op conversion)."""
+    kind, name = t.func(call.func)
+    return (kind == "other" and name == "print") or (kind in ("torch", "F") and name in A.FRESH)
 
 
 def _assigned_name(s: cst.BaseSmallStatement) -> str:

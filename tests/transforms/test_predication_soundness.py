@@ -366,3 +366,46 @@ def test_a_non_scalar_condition_after_and_is_unsafe():
     (fix,) = source_fix.applied
     assert fix.safety is Safety.UNSAFE and "ambiguous" in fix.notes
     assert fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), RULES).text == text
+
+
+# -- 7. the same call in both branches, one of them given the caller's own tensor ------------------
+
+@pytest.mark.parametrize("call, use", [("saved.append({})", "saved[0]"), ("saved.setdefault('k', {})", "saved['k']"),
+                                       ("saved.extend(tuple({}))", "saved[0]")])
+def test_a_call_that_keeps_the_callers_tensor_is_declined(tmp_path, call, use):
+    # The original hands `x` itself to the callee on one path; a select would hand it a new
+    # tensor, and the caller's in-place update after the call would no longer reach what it kept.
+    store = "{}" if "setdefault" in call else "[]"
+    body = f"""
+    def keep(x, saved):
+        if x.sum() > 0:
+            {call.format("x")}
+        else:
+            {call.format("x * 2")}
+
+
+    @torch.no_grad()
+    def f(x):
+        saved = {store}
+        keep(x, saved)
+        x.add_(1)
+        return {use}
+    """
+    text, result = _fix(body)
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),)])
+    _declined(result, "may keep or return its argument")
+
+
+def test_a_call_that_only_reads_its_argument_is_still_fixed(tmp_path):
+    body = """
+    @torch.no_grad()
+    def f(x):
+        if x.sum() > 0:
+            y = torch.relu(x)
+        else:
+            y = torch.relu(x * 2)
+        return y
+    """
+    text, result = _fix(body)
+    assert result.text != text, [d.reason for d in result.declined]
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, -2.0]),)])
