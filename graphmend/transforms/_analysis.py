@@ -703,6 +703,63 @@ _ELEMENTWISE_ONE = KEEP_META | KEEP_META_FLOAT | frozenset(
 )
 # Whole-tensor reductions that accept any shape, the empty tensor included (max/min do not).
 _TOTAL_REDUCTIONS = frozenset("sum mean any all prod norm".split())
+# Element-wise ops with no kernel for some dtypes: what their tensor's dtype must be for them
+# not to raise ("numeric": not bool; "float": floating point). Vetted in test_effects.py.
+DTYPE_PARTIAL: dict[str, str] = {
+    "abs": "numeric", "neg": "numeric", "negative": "numeric", "relu": "numeric", "ceil": "numeric",
+    "floor": "numeric", "round": "numeric", "trunc": "numeric", "softmax": "float", "log_softmax": "float",
+}
+
+
+def _dtype_shown(expr: cst.CSTNode, need: str, t: _Torch, scalars: frozenset[str], dtypes: dict[str, str]) -> bool:
+    """Whether ``expr`` is evidently a tensor whose dtype meets ``need`` (see ``requirement_met``)."""
+    m = meta(expr, t, scalars)
+    return m is not None and requirement_met(_stronger(m.requires, need), dtypes.get(m.base))
+
+
+def _negative_integer(expr: cst.CSTNode) -> bool:
+    return (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+            and isinstance(expr.expression, cst.Integer))
+
+
+def _dtype_need(expr: cst.CSTNode, t: _Torch) -> Optional[tuple[cst.CSTNode, str]]:
+    """(the tensor, what its dtype must be) for an operation that raises for some dtypes, or None.
+
+    ``-mask`` and ``mask.abs()`` raise for a bool tensor, ``x.softmax(-1)``, ``x ** -1`` and
+    ``x.round(decimals=1)`` for an integer one, ``~x`` and ``x & y`` for a floating-point one
+    (no requirement expresses "integer or bool": those give ``"never"``)."""
+    if isinstance(expr, cst.UnaryOperation):
+        if isinstance(expr.operator, cst.Minus):
+            return expr.expression, "numeric"
+        if isinstance(expr.operator, cst.BitInvert) and _kind(expr.expression, t) not in ("bool", "bool0"):
+            return expr.expression, "never"
+        return None
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            if not {_kind(expr.left, t), _kind(expr.right, t)} <= {"bool", "bool0"}:
+                return expr.left, "never"
+        if isinstance(expr.operator, (cst.LeftShift, cst.RightShift)):
+            return expr.left, "never"
+        if isinstance(expr.operator, cst.Power) and _negative_integer(expr.right):
+            return expr.left, "float"
+        if isinstance(expr.operator, cst.Subtract) and not any(isinstance(e, (cst.Integer, cst.Float)) for e in (expr.left, expr.right)):
+            return expr.left, "numeric"  # two bool tensors (a bool and a Python number is fine)
+        return None
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        operands = _call_operands(expr, kind)
+        if operands is None:
+            return None
+        receiver, rest = operands
+        if name in ("sub", "subtract") and rest and not isinstance(rest[0].value, (cst.Integer, cst.Float)):
+            return receiver, "numeric"
+        if name == "pow" and rest and _negative_integer(rest[0].value):
+            return receiver, "float"
+        if name == "round" and any(a.keyword is not None and a.keyword.value == "decimals" for a in rest):
+            return receiver, "float"
+        if name in DTYPE_PARTIAL:
+            return receiver, DTYPE_PARTIAL[name]
+    return None
 
 
 def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset(),
@@ -715,6 +772,10 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
     """
     dtypes = dtypes or {}
     shown = code(expr)
+    need = _dtype_need(expr, t)
+    if need is not None and not is_python_scalar(need[0], t, scalars) and (
+            need[1] == "never" or not _dtype_shown(need[0], need[1], t, scalars, dtypes)):
+        return shown
     if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
         return None
     if isinstance(expr, cst.Attribute):

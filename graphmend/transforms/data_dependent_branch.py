@@ -115,7 +115,11 @@ class DataDependentBranch(Transform):
             "`torch.equal`, `allclose`, a Python bool); the branch not taken cannot raise, write state "
             "(in-place ops, attribute or buffer writes), draw random numbers, or call anything unknown "
             "(only known pure torch operations are accepted; integer division and computed indices are "
-            "refused); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
+            "refused; an operation with no kernel for some dtypes, such as `-mask` or `mask.abs()` on a bool "
+            "tensor, `x ** -1` or `x.softmax(-1)` on an integer one, `~x` or `x & y` on a floating-point one, "
+            "makes the fix unsafe unless the tensor's dtype is shown, e.g. by `x.dtype == torch.float16` in the "
+            "condition); the same call in every branch is declined when one branch hands it the caller's own "
+            "tensor and the callee may keep or return it (`cache.append(x)`, `tuple(x)`); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
             "branch gives `None` or a Python number; the selected variables are not updated in place "
             "elsewhere in the function (the select returns a new tensor, not an alias). A condition that "
             "is not evidently one element goes through `_graphmend_truth`, which raises the `if`'s own "
@@ -576,7 +580,7 @@ class DataDependentBranch(Transform):
                 safety = Safety.UNSAFE
                 notes.append(
                     f"`{fallible}` now runs on both paths; the original evaluated it only where its branch "
-                    "was taken, and it may raise for some shapes (e.g. operands that do not broadcast)"
+                    "was taken, and it may raise for some shapes or dtypes (operands that do not broadcast, `-` on a bool tensor)"
                 )
         if not self._no_grad:
             why = _grad_mismatch(values, t, self._scalars | self._buffers)
