@@ -320,6 +320,18 @@ class DataDependentBranch(Transform):
                 notes.append("a condition that is not evidently one element now runs where `and`/`or`/`elif` skipped "
                              "it, and may raise the \"ambiguous\" error where the original did not")
             cond_texts.append(" & ".join(_paren(p.text) if len(preds) > 1 else p.text for p in preds))
+        # `if (x > 0) and x.dtype == torch.float16:` evaluates the tensor part first, and it may
+        # raise; the kept `if x.dtype == ...:` skips it whenever the static part is false.
+        for k, part in enumerate(conjuncts):
+            later_static = any(c in static for c in conjuncts[k + 1:])
+            if part in static or not later_static:
+                continue
+            fallible = A.shape_fallible(part, t, frozenset(), {})
+            if fallible or A.tensor_kind(part, t) not in ("bool0", "num0"):
+                safety = Safety.UNSAFE
+                notes.append(f"`{fallible or A.code(part)}` comes before the static part of the condition, which now "
+                             "decides first: where that part is false the original still evaluated it, and it may raise "
+                             "(shapes that do not broadcast, a condition of several elements)")
         for part in static:
             eff = A.effects(part, t)
             if not eff.ok and not isinstance(part, cst.Comparison):

@@ -409,3 +409,42 @@ def test_a_call_that_only_reads_its_argument_is_still_fixed(tmp_path):
     text, result = _fix(body)
     assert result.text != text, [d.reason for d in result.declined]
     _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, -2.0]),)])
+
+
+# -- 8. a static conjunct after a tensor one -------------------------------------------------------
+
+@pytest.mark.parametrize("test", ["(x > 0) and x.dtype == torch.float16", "(x + w).sum() > 0 and x.dtype == torch.float16"])
+def test_a_tensor_conjunct_that_may_raise_before_a_static_one_is_unsafe(tmp_path, test):
+    # The kept `if x.dtype == ...:` decides first; the original evaluated the tensor part first,
+    # and it raises (several elements, shapes that do not broadcast) even where the dtype differs.
+    body = f"""
+    @torch.no_grad()
+    def f(x, w):
+        if {test}:
+            y = x * 2
+        else:
+            y = x * 3
+        return y
+    """
+    text, result = _fix(body, dynamic=True)
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]), torch.ones(3))])
+    assert result.text == text
+    unsafe = fix_text("m.py", text, RuleContext(threshold=Safety.UNSAFE, verified=True), RULES,
+                      {"GM101": [i + 1 for i, line in enumerate(text.splitlines()) if line.lstrip().startswith("if ")]})
+    (fix,) = unsafe.applied
+    assert fix.safety is Safety.UNSAFE and "static part" in fix.notes
+
+
+def test_a_zero_d_conjunct_before_a_static_one_is_still_fixed(tmp_path):
+    body = """
+    @torch.no_grad()
+    def f(x):
+        if x.sum() > 0 and x.dtype == torch.float32:
+            y = x * 2
+        else:
+            y = x * 3
+        return y
+    """
+    text, result = _fix(body)
+    assert "torch.where" in result.text, [d.reason for d in result.declined]
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),), lambda m: (torch.tensor([-1.0]),)])
