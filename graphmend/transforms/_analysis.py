@@ -362,6 +362,7 @@ class Predicate:
     text: str
     zero_d: bool
     node: cst.CSTNode
+    typed: bool = True  # False: trusted from Dynamo's report, it may be a Python value on another call
 
 
 class NotATensor(Exception):
@@ -417,12 +418,19 @@ def is_static(expr: cst.CSTNode, t: _Torch) -> bool:
 
 
 TRUTH_HELPER = "_graphmend_truth"
-TRUTH_CODE = f'''def {TRUTH_HELPER}(condition):
+SELECT_HELPER_NAME = "_graphmend_select"  # data_dependent_branch.SELECT_HELPER
+def truth_code(torch_name: str) -> str:
+    """The module-level helper ``TRUTH_HELPER``, for a module that imports torch as ``torch_name``."""
+    return f'''def {TRUTH_HELPER}(condition):
     """The truth value of a one-element tensor as a 0-d bool tensor, for torch.where.
 
     `if t:` raises for a tensor of several or no elements; this raises the same error instead
-    of letting torch.where broadcast the condition (numel is static under Dynamo).
+    of letting torch.where broadcast the condition (numel is static under Dynamo). A condition
+    that is not a tensor on this call (None, a Python bool or number) is returned as it is, and
+    `{SELECT_HELPER_NAME}` then chooses by its truth value as the `if` did.
     """
+    if not isinstance(condition, {torch_name}.Tensor):
+        return condition
     if condition.numel() != 1:
         raise RuntimeError(
             "Boolean value of Tensor with no values is ambiguous"
@@ -438,7 +446,7 @@ def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> P
 
     ``trusted`` (dynamic mode: Dynamo reported a data-dependent branch here) accepts a
     condition whose tensor-ness cannot be seen in the source. A condition not evidently 0-d
-    goes through ``TRUTH_HELPER`` (``zero_d`` False: the rule adds ``TRUTH_CODE``), which
+    goes through ``TRUTH_HELPER`` (``zero_d`` False: the rule adds ``truth_code``), which
     raises what ``if`` raised for a tensor of several or no elements instead of broadcasting.
     """
     _refuse_scalar_reads(expr)
@@ -449,7 +457,7 @@ def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> P
     if kind == "bool":
         return Predicate(f"{TRUTH_HELPER}({_bool_text(expr, t)})", False, expr)
     if trusted and kind == "unknown" and not isinstance(expr, (cst.BooleanOperation,)):
-        return Predicate(f"{TRUTH_HELPER}({code(expr)})", False, expr)
+        return Predicate(f"{TRUTH_HELPER}({code(expr)})", False, expr, typed=False)
     raise NotATensor(f"cannot show that `{code(expr)}` is a tensor condition")
 
 

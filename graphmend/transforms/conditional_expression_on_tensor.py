@@ -181,7 +181,7 @@ class ConditionalExpressionOnTensor(Transform):
         # GM101's checks on the selected values, with its state for a single expression.
         checker = gm101.DataDependentBranch()
         checker._dtypes, checker._scalars = {}, frozenset()
-        checker._needs_helper, checker._proven_last = False, True
+        checker._needs_helper, checker._proven_last, checker._untyped = False, True, not pred.typed
         checker._no_grad = gm101.grad_disabled(source, node)
         checker._buffers = gm101.buffer_attrs(source, func)  # type: ignore[arg-type]
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
@@ -198,7 +198,7 @@ class ConditionalExpressionOnTensor(Transform):
         if checker._needs_helper:
             tree = source.with_helper(tree, gm101.SELECT_HELPER, gm101._helper_code(torch_name))
         if not pred.zero_d:
-            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.truth_code(torch_name))
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:

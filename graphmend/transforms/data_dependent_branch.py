@@ -36,19 +36,21 @@ from graphmend.transforms import _effects as E
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
-SELECT_HELPER = "_graphmend_select"
+SELECT_HELPER = A.SELECT_HELPER_NAME
 
 
 def _helper_code(torch_name: str) -> str:
     return f'''def {SELECT_HELPER}(condition, if_true, if_false):
-    """torch.where when both values are tensors of one shape, dtype and device, else the `if`.
+    """torch.where when the condition and both values are tensors (the values of one shape, dtype
+    and device), else the `if`.
 
     torch.where broadcasts a [3] value against a [1, 3] one and promotes float16 against
     bfloat16; these checks are static under Dynamo (no graph break), and when they fail the
     value is chosen exactly as the original `if` chose it.
     """
     if (
-        isinstance(if_true, {torch_name}.Tensor)
+        isinstance(condition, {torch_name}.Tensor)
+        and isinstance(if_true, {torch_name}.Tensor)
         and isinstance(if_false, {torch_name}.Tensor)
         and if_true.shape == if_false.shape
         and if_true.dtype == if_false.dtype
@@ -124,7 +126,9 @@ class DataDependentBranch(Transform):
             "elsewhere in the function (the select returns a new tensor, not an alias). A condition that "
             "is not evidently one element goes through `_graphmend_truth`, which raises the `if`'s own "
             "\"Boolean value of Tensor with more than one value is ambiguous\" error instead of letting "
-            "`where` broadcast it. The rewrite assumes both branches give the same shape and dtype (`where` "
+            "`where` broadcast it; a condition only Dynamo's report shows to be a tensor may be a Python value "
+            "on another call (`if gate:` given None), so it goes through `_graphmend_select`, which decides such a "
+            "value by its truth as the `if` did. The rewrite assumes both branches give the same shape and dtype (`where` "
             "would broadcast or promote); evident mismatches are declined, the rest goes through "
             "`_graphmend_select`, which checks them. Where gradients may flow (no enclosing "
             "`torch.no_grad()`/`inference_mode()`) the site is declined when the branches draw gradients "
@@ -344,6 +348,9 @@ class DataDependentBranch(Transform):
         self._scalars = frozenset()
         self._needs_helper = False
         self._proven_last = True
+        # a condition trusted from Dynamo's report may be a Python value on another call: the
+        # select helper then chooses as the `if` did (torch.where takes tensors only)
+        self._untyped = any(not p.typed for p in conds)
 
         # 3. the arms and the reconciling shape
         arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
@@ -553,7 +560,7 @@ class DataDependentBranch(Transform):
         if self._needs_helper:
             tree = source.with_helper(tree, SELECT_HELPER, _helper_code(torch_name))
         if not all(p.zero_d for p in conds):
-            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.truth_code(torch_name))
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -623,7 +630,7 @@ class DataDependentBranch(Transform):
 
     def _select_fn(self, torch_name: str) -> str:
         """``torch.where`` for values proven alike; else the checked helper (added to the module)."""
-        if self._proven_last:
+        if self._proven_last and not self._untyped:
             return f"{torch_name}.where"
         self._needs_helper = True
         return SELECT_HELPER

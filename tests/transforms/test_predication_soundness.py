@@ -448,3 +448,33 @@ def test_a_zero_d_conjunct_before_a_static_one_is_still_fixed(tmp_path):
     text, result = _fix(body)
     assert "torch.where" in result.text, [d.reason for d in result.declined]
     _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),), lambda m: (torch.tensor([-1.0]),)])
+
+
+# -- 9. a condition trusted from Dynamo's report that is a Python value on another call ------------
+
+@pytest.mark.parametrize("form", ["statement", "expression"])
+def test_a_trusted_condition_that_is_a_python_value_on_another_call_is_decided_as_the_if_did(tmp_path, form):
+    # Dynamo reported the branch for a tensor `gate`; the same function also gets None, a
+    # number or an empty list, which `if` tests by truth value and torch.where cannot take.
+    body = ("""
+    @torch.no_grad()
+    def f(x, gate):
+        if gate:
+            y = x * 2
+        else:
+            y = x * 3
+        return y
+    """ if form == "statement" else """
+    @torch.no_grad()
+    def f(x, gate):
+        return x * 2 if gate else x * 3
+    """)
+    text, result = _fix(body, dynamic=True)
+    assert result.text != text, [d.reason for d in result.declined]
+    cases = [lambda m, g=g: (torch.tensor([1.0]), g) for g in (torch.tensor(True), torch.tensor([0.0]), None, 0.0, 2, [])]
+    _behaves_the_same(tmp_path, text, result.text, "f", cases)
+    reset_dynamo()
+    graphs = []
+    compiled = torch.compile(load_module(tmp_path, result.text).f, backend=lambda gm, _: graphs.append(gm) or gm.forward)
+    compiled(torch.tensor([1.0]), torch.tensor(True))
+    assert len(graphs) == 1  # a tensor condition is still selected in one graph
