@@ -671,19 +671,40 @@ def buffer_attrs(source: SourceFile, func: cst.FunctionDef) -> frozenset[str]:
 
 
 def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
-    """Whether ``node`` provably runs with autograd off: inside ``with torch.no_grad()`` /
-    ``torch.inference_mode()``, or in a function decorated with one of them."""
-    off = ("no_grad", "inference_mode")
+    """Whether ``node`` provably runs with autograd off: the innermost grad-mode switch around
+    it (a ``with`` item, else the function's decorators) is ``torch.no_grad()``,
+    ``torch.inference_mode()`` or ``torch.set_grad_enabled(False)``. ``enable_grad()``,
+    ``inference_mode(False)`` or a switch whose argument is not a literal turn that proof off."""
     cur = source.parent(node)
     while cur is not None:
-        if isinstance(cur, cst.With) and any(
-                isinstance(i.item, cst.Call) and A.dotted(i.item.func).split(".")[-1] in off for i in cur.items):
-            return True
+        if isinstance(cur, cst.With):
+            modes = [m for m in (_grad_mode(i.item) for i in cur.items) if m is not None]
+            if modes:
+                return modes[-1]
         if isinstance(cur, cst.FunctionDef):
-            return any(A.dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1] in off
-                       for d in cur.decorators)
+            modes = [m for m in (_grad_mode(d.decorator) for d in cur.decorators) if m is not None]
+            return bool(modes) and modes[-1]  # the last decorator wraps the function itself: it decides
         cur = source.parent(cur)
     return False
+
+
+def _grad_mode(expr: cst.BaseExpression) -> Optional[bool]:
+    """True: ``expr`` turns autograd off; False: it turns it on, or may; None: not a grad-mode switch."""
+    call = expr if isinstance(expr, cst.Call) else None
+    name = A.dotted(call.func if call is not None else expr).split(".")[-1]
+    if name not in ("no_grad", "enable_grad", "inference_mode", "set_grad_enabled"):
+        return None
+    if name == "no_grad":
+        return True
+    if name == "enable_grad":
+        return False
+    args = list(call.args) if call is not None else []
+    if not args:
+        return name == "inference_mode"  # set_grad_enabled needs its argument
+    value = args[0].value
+    if not isinstance(value, cst.Name) or value.value not in ("True", "False"):
+        return False
+    return (value.value == "True") == (name == "inference_mode")
 
 
 def _known_dtypes(static: list[cst.BaseExpression], t: A._Torch) -> dict[str, str]:

@@ -478,3 +478,39 @@ def test_a_trusted_condition_that_is_a_python_value_on_another_call_is_decided_a
     compiled = torch.compile(load_module(tmp_path, result.text).f, backend=lambda gm, _: graphs.append(gm) or gm.forward)
     compiled(torch.tensor([1.0]), torch.tensor(True))
     assert len(graphs) == 1  # a tensor condition is still selected in one graph
+
+
+# -- 10. grad mode: only the innermost switch decides ----------------------------------------------
+
+@pytest.mark.parametrize("inner", ["torch.enable_grad()", "torch.inference_mode(False)", "torch.set_grad_enabled(True)",
+                                   "torch.set_grad_enabled(mode)"])
+def test_grad_turned_back_on_inside_no_grad_is_not_no_grad(tmp_path, inner):
+    body = f"""
+    @torch.no_grad()
+    def f(x, t, mode=True):
+        with {inner}:
+            if x.sum() > 0:
+                y = x * 2
+            else:
+                y = t * 3
+        return y
+    """
+    text, result = _fix(body)
+    _behaves_the_same(tmp_path, text, result.text, "f", [_x_plain_t_grad])
+    _declined(result, "require grad")
+
+
+@pytest.mark.parametrize("outer", ["@torch.no_grad()", "@torch.inference_mode()", "@torch.enable_grad()\n    @torch.no_grad()"])
+def test_grad_turned_off_innermost_is_still_no_grad(tmp_path, outer):
+    body = f"""
+    {outer}
+    def f(x, t):
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = t * 3
+        return y
+    """
+    text, result = _fix(body)
+    assert result.text != text, [d.reason for d in result.declined]
+    _behaves_the_same(tmp_path, text, result.text, "f", [_x_plain_t_grad])
