@@ -677,6 +677,8 @@ def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
     ``inference_mode(False)`` or a switch whose argument is not a literal turn that proof off."""
     cur = source.parent(node)
     while cur is not None:
+        if isinstance(cur, (cst.Lambda, cst.GeneratorExp)):
+            return False  # it runs when called or consumed, maybe after the `with` has ended
         if isinstance(cur, cst.With):
             modes = [m for m in (_grad_mode(i.item) for i in cur.items) if m is not None]
             if modes:

@@ -514,3 +514,17 @@ def test_grad_turned_off_innermost_is_still_no_grad(tmp_path, outer):
     text, result = _fix(body)
     assert result.text != text, [d.reason for d in result.declined]
     _behaves_the_same(tmp_path, text, result.text, "f", [_x_plain_t_grad])
+
+
+@pytest.mark.parametrize("deferred, call", [("lambda a: {}", "g(x)"), ("({} for a in [x])", "next(g)")])
+def test_a_lambda_or_generator_made_under_no_grad_runs_later_with_grad(tmp_path, deferred, call):
+    body = f"""
+    def f(x, t):
+        with torch.no_grad():
+            g = {deferred.format("a * 2 if a.sum() > 0 else t * 3")}
+        return {call}
+    """
+    text, result = _fix(body)
+    before, after = load_module(tmp_path, text), load_module(tmp_path, result.text)
+    _same(_observe(before.f, _x_plain_t_grad(before)), _observe(after.f, _x_plain_t_grad(after)), result.text)
+    _declined(result, "require grad")
