@@ -65,11 +65,43 @@ def record_reads() -> None:
         sys.addaudithook(_audit)
 
 
+LINK_HOPS_MAX = 40  # the kernel's own limit on links followed in one lookup
+
+
+def _names_of(path: str) -> set[str]:
+    """``path`` (absolute), every symbolic link met on the way to the file it names, and that
+    file: a pull request that retargets any of the links changes what opening ``path`` reads,
+    so each is a file the reader depended on (``src/a.py -> impl.py`` names both)."""
+    names = {path}
+    done, todo, hops = Path("/"), list(Path(path).parts[1:]), 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            done = done.parent
+            continue
+        step = done / part
+        try:
+            link = os.readlink(step) if hops < LINK_HOPS_MAX else None
+        except OSError:  # not a link, or missing: the rest is looked up as it is spelled
+            link = None
+        if link is None:
+            done = step
+            continue
+        hops += 1
+        names.add(str(step))
+        todo = list(Path(link).parts[1:] if os.path.isabs(link) else Path(link).parts) + todo
+        done = Path("/") if os.path.isabs(link) else done
+    names.add(str(done))
+    return names
+
+
 def reads_under(root: Path) -> dict[str, Any]:
     """``{"files": [...], "complete": bool}``: the files under ``root`` this process opened or
     imported (repo-relative, sorted), outside ``.git``. ``complete`` is False when the record
     was not kept from the start or overflowed: then it vouches for nothing."""
-    here = Path(root).resolve()
+    roots = {Path(root).resolve(), Path(os.path.abspath(root))}
     seen = set(_READS)
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
@@ -77,12 +109,14 @@ def reads_under(root: Path) -> dict[str, Any]:
             seen.add(os.path.abspath(file))
     out = set()
     for path in seen:
-        try:
-            rel = Path(path).resolve().relative_to(here)
-        except (ValueError, OSError, RuntimeError):
-            continue
-        if rel.parts and rel.parts[0] != ".git" and "__pycache__" not in rel.parts:
-            out.add(rel.as_posix())
+        for name in _names_of(path):
+            for here in roots:
+                try:
+                    rel = Path(name).relative_to(here)
+                except ValueError:
+                    continue
+                if rel.parts and rel.parts[0] != ".git" and "__pycache__" not in rel.parts:
+                    out.add(rel.as_posix())
     complete = _hooked and not _reads_overflow and len(out) <= READS_MAX
     return {"files": sorted(out)[:READS_MAX], "complete": complete}
 

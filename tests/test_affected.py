@@ -171,3 +171,47 @@ def test_a_record_that_is_incomplete_or_names_a_path_outside_the_repository_vouc
         assert depends({"files": ["src/a.py", bad], "complete": True}) is None, bad
     assert depends({"files": ["x"] * 50_001, "complete": True}) is None  # over the bound
     assert depends(None) is None
+
+
+def test_a_symlinked_module_retargeted_by_the_pull_request_affects_the_target_that_imports_it(tmp_path):
+    # src/a.py is a link to src/impl_a.py: the import opens src/a.py, the record must name it
+    # (and what it points to), or retargeting the link at another existing module is unseen.
+    import os
+
+    from tests.bot.conftest import commit_all
+
+    root, _ = make_base(tmp_path)
+    (root / "src" / "impl_a.py").write_text((root / "src" / "a.py").read_text())
+    (root / "src" / "spare.py").write_text((root / "src" / "a.py").read_text())
+    (root / "src" / "a.py").unlink()
+    os.symlink("impl_a.py", root / "src" / "a.py")
+    base = commit_all(root, "a.py links to impl_a.py")
+    (root / "src" / "spare.py").write_text(MODEL_A_BROKEN)
+    (root / "src" / "a.py").unlink()
+    os.symlink("spare.py", root / "src" / "a.py")
+    head = commit_all(root, "a.py links to a broken module")
+    runs, spy = spying()
+
+    result = analyse(root, base, head, propose_fixes=False, check_fn=spy)
+
+    targets = {t.name: t for t in result.review.targets}
+    assert targets["ta"].status == "analysed", targets["ta"].reason
+    assert "src/a.py" in targets["ta"].reason
+    assert not result.verdict.passed
+
+
+def test_every_link_on_the_way_to_a_file_read_is_in_the_record(tmp_path):
+    import os
+
+    from graphmend.worker import _names_of
+
+    (tmp_path / "impl").mkdir()
+    (tmp_path / "impl" / "c.py").write_text("")
+    os.symlink("impl/c.py", tmp_path / "b.py")
+    os.symlink(str(tmp_path / "b.py"), tmp_path / "a.py")  # an absolute link to a relative one
+    os.symlink("impl", tmp_path / "pkg")
+    assert _names_of(str(tmp_path / "a.py")) == {str(tmp_path / n) for n in ("a.py", "b.py", "impl/c.py")}
+    assert _names_of(str(tmp_path / "pkg" / "c.py")) == {str(tmp_path / n) for n in ("pkg/c.py", "pkg", "impl/c.py")}
+    assert _names_of(str(tmp_path / "impl" / "c.py")) == {str(tmp_path / "impl" / "c.py")}
+    os.symlink("loop", tmp_path / "loop")
+    assert str(tmp_path / "loop") in _names_of(str(tmp_path / "loop"))  # a loop ends at the kernel's limit

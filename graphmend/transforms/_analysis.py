@@ -362,6 +362,7 @@ class Predicate:
     text: str
     zero_d: bool
     node: cst.CSTNode
+    typed: bool = True  # False: trusted from Dynamo's report, it may be a Python value on another call
 
 
 class NotATensor(Exception):
@@ -417,12 +418,19 @@ def is_static(expr: cst.CSTNode, t: _Torch) -> bool:
 
 
 TRUTH_HELPER = "_graphmend_truth"
-TRUTH_CODE = f'''def {TRUTH_HELPER}(condition):
+SELECT_HELPER_NAME = "_graphmend_select"  # data_dependent_branch.SELECT_HELPER
+def truth_code(torch_name: str) -> str:
+    """The module-level helper ``TRUTH_HELPER``, for a module that imports torch as ``torch_name``."""
+    return f'''def {TRUTH_HELPER}(condition):
     """The truth value of a one-element tensor as a 0-d bool tensor, for torch.where.
 
     `if t:` raises for a tensor of several or no elements; this raises the same error instead
-    of letting torch.where broadcast the condition (numel is static under Dynamo).
+    of letting torch.where broadcast the condition (numel is static under Dynamo). A condition
+    that is not a tensor on this call (None, a Python bool or number) is returned as it is, and
+    `{SELECT_HELPER_NAME}` then chooses by its truth value as the `if` did.
     """
+    if not isinstance(condition, {torch_name}.Tensor):
+        return condition
     if condition.numel() != 1:
         raise RuntimeError(
             "Boolean value of Tensor with no values is ambiguous"
@@ -438,7 +446,7 @@ def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> P
 
     ``trusted`` (dynamic mode: Dynamo reported a data-dependent branch here) accepts a
     condition whose tensor-ness cannot be seen in the source. A condition not evidently 0-d
-    goes through ``TRUTH_HELPER`` (``zero_d`` False: the rule adds ``TRUTH_CODE``), which
+    goes through ``TRUTH_HELPER`` (``zero_d`` False: the rule adds ``truth_code``), which
     raises what ``if`` raised for a tensor of several or no elements instead of broadcasting.
     """
     _refuse_scalar_reads(expr)
@@ -449,7 +457,7 @@ def tensor_predicate(expr: cst.BaseExpression, t: _Torch, *, trusted: bool) -> P
     if kind == "bool":
         return Predicate(f"{TRUTH_HELPER}({_bool_text(expr, t)})", False, expr)
     if trusted and kind == "unknown" and not isinstance(expr, (cst.BooleanOperation,)):
-        return Predicate(f"{TRUTH_HELPER}({code(expr)})", False, expr)
+        return Predicate(f"{TRUTH_HELPER}({code(expr)})", False, expr, typed=False)
     raise NotATensor(f"cannot show that `{code(expr)}` is a tensor condition")
 
 
@@ -703,6 +711,63 @@ _ELEMENTWISE_ONE = KEEP_META | KEEP_META_FLOAT | frozenset(
 )
 # Whole-tensor reductions that accept any shape, the empty tensor included (max/min do not).
 _TOTAL_REDUCTIONS = frozenset("sum mean any all prod norm".split())
+# Element-wise ops with no kernel for some dtypes: what their tensor's dtype must be for them
+# not to raise ("numeric": not bool; "float": floating point). Vetted in test_effects.py.
+DTYPE_PARTIAL: dict[str, str] = {
+    "abs": "numeric", "neg": "numeric", "negative": "numeric", "relu": "numeric", "ceil": "numeric",
+    "floor": "numeric", "round": "numeric", "trunc": "numeric", "softmax": "float", "log_softmax": "float",
+}
+
+
+def _dtype_shown(expr: cst.CSTNode, need: str, t: _Torch, scalars: frozenset[str], dtypes: dict[str, str]) -> bool:
+    """Whether ``expr`` is evidently a tensor whose dtype meets ``need`` (see ``requirement_met``)."""
+    m = meta(expr, t, scalars)
+    return m is not None and requirement_met(_stronger(m.requires, need), dtypes.get(m.base))
+
+
+def _negative_integer(expr: cst.CSTNode) -> bool:
+    return (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+            and isinstance(expr.expression, cst.Integer))
+
+
+def _dtype_need(expr: cst.CSTNode, t: _Torch) -> Optional[tuple[cst.CSTNode, str]]:
+    """(the tensor, what its dtype must be) for an operation that raises for some dtypes, or None.
+
+    ``-mask`` and ``mask.abs()`` raise for a bool tensor, ``x.softmax(-1)``, ``x ** -1`` and
+    ``x.round(decimals=1)`` for an integer one, ``~x`` and ``x & y`` for a floating-point one
+    (no requirement expresses "integer or bool": those give ``"never"``)."""
+    if isinstance(expr, cst.UnaryOperation):
+        if isinstance(expr.operator, cst.Minus):
+            return expr.expression, "numeric"
+        if isinstance(expr.operator, cst.BitInvert) and _kind(expr.expression, t) not in ("bool", "bool0"):
+            return expr.expression, "never"
+        return None
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            if not {_kind(expr.left, t), _kind(expr.right, t)} <= {"bool", "bool0"}:
+                return expr.left, "never"
+        if isinstance(expr.operator, (cst.LeftShift, cst.RightShift)):
+            return expr.left, "never"
+        if isinstance(expr.operator, cst.Power) and _negative_integer(expr.right):
+            return expr.left, "float"
+        if isinstance(expr.operator, cst.Subtract) and not any(isinstance(e, (cst.Integer, cst.Float)) for e in (expr.left, expr.right)):
+            return expr.left, "numeric"  # two bool tensors (a bool and a Python number is fine)
+        return None
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        operands = _call_operands(expr, kind)
+        if operands is None:
+            return None
+        receiver, rest = operands
+        if name in ("sub", "subtract") and rest and not isinstance(rest[0].value, (cst.Integer, cst.Float)):
+            return receiver, "numeric"
+        if name == "pow" and rest and _negative_integer(rest[0].value):
+            return receiver, "float"
+        if name == "round" and any(a.keyword is not None and a.keyword.value == "decimals" for a in rest):
+            return receiver, "float"
+        if name in DTYPE_PARTIAL:
+            return receiver, DTYPE_PARTIAL[name]
+    return None
 
 
 def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset(),
@@ -715,6 +780,10 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
     """
     dtypes = dtypes or {}
     shown = code(expr)
+    need = _dtype_need(expr, t)
+    if need is not None and not is_python_scalar(need[0], t, scalars) and (
+            need[1] == "never" or not _dtype_shown(need[0], need[1], t, scalars, dtypes)):
+        return shown
     if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
         return None
     if isinstance(expr, cst.Attribute):

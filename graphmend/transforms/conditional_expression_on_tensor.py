@@ -66,7 +66,8 @@ class ConditionalExpressionOnTensor(Transform):
             "bool); a condition that is not evidently one element goes through `_graphmend_truth`, which raises "
             "the expression's own \"Boolean value of Tensor with more than one value is ambiguous\" error "
             "instead of letting `where` broadcast it; evaluating the value not taken cannot raise, write state or "
-            "draw random numbers; neither value is `None` or a Python number (`torch.where` would make it a "
+            "draw random numbers (an operation with no kernel for some dtypes, such as `-mask` on a bool tensor, "
+            "makes the fix unsafe unless the dtype is shown); neither value is `None` or a Python number (`torch.where` would make it a "
             "tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
             "`_graphmend_select`, which uses `torch.where` only when they agree (a static check under Dynamo) "
             "and otherwise chooses as the expression did. Declined where gradients may flow (no enclosing "
@@ -179,7 +180,7 @@ class ConditionalExpressionOnTensor(Transform):
                                 "the original program wrote")
         # GM101's checks on the selected values, with its state for a single expression.
         checker = gm101.DataDependentBranch()
-        checker.begin_site(source, func, node)  # type: ignore[arg-type]
+        checker.begin_site(source, func, node, untyped=not pred.typed)  # type: ignore[arg-type]
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
         outside = gm101.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
         if outside:
@@ -194,7 +195,7 @@ class ConditionalExpressionOnTensor(Transform):
         if checker._needs_helper:
             tree = source.with_helper(tree, gm101.SELECT_HELPER, gm101._helper_code(torch_name))
         if not pred.zero_d:
-            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.truth_code(torch_name))
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:

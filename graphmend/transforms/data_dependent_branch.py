@@ -36,19 +36,21 @@ from graphmend.transforms import _effects as E
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
-SELECT_HELPER = "_graphmend_select"
+SELECT_HELPER = A.SELECT_HELPER_NAME
 
 
 def _helper_code(torch_name: str) -> str:
     return f'''def {SELECT_HELPER}(condition, if_true, if_false):
-    """torch.where when both values are tensors of one shape, dtype and device, else the `if`.
+    """torch.where when the condition and both values are tensors (the values of one shape, dtype
+    and device), else the `if`.
 
     torch.where broadcasts a [3] value against a [1, 3] one and promotes float16 against
     bfloat16; these checks are static under Dynamo (no graph break), and when they fail the
     value is chosen exactly as the original `if` chose it.
     """
     if (
-        isinstance(if_true, {torch_name}.Tensor)
+        isinstance(condition, {torch_name}.Tensor)
+        and isinstance(if_true, {torch_name}.Tensor)
         and isinstance(if_false, {torch_name}.Tensor)
         and if_true.shape == if_false.shape
         and if_true.dtype == if_false.dtype
@@ -115,12 +117,18 @@ class DataDependentBranch(Transform):
             "`torch.equal`, `allclose`, a Python bool); the branch not taken cannot raise, write state "
             "(in-place ops, attribute or buffer writes), draw random numbers, or call anything unknown "
             "(only known pure torch operations are accepted; integer division and computed indices are "
-            "refused); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
+            "refused; an operation with no kernel for some dtypes, such as `-mask` or `mask.abs()` on a bool "
+            "tensor, `x ** -1` or `x.softmax(-1)` on an integer one, `~x` or `x & y` on a floating-point one, "
+            "makes the fix unsafe unless the tensor's dtype is shown, e.g. by `x.dtype == torch.float16` in the "
+            "condition); the same call in every branch is declined when one branch hands it the caller's own "
+            "tensor and the callee may keep or return it (`cache.append(x)`, `tuple(x)`); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
             "branch gives `None` or a Python number; the selected variables are not updated in place "
             "elsewhere in the function (the select returns a new tensor, not an alias). A condition that "
             "is not evidently one element goes through `_graphmend_truth`, which raises the `if`'s own "
             "\"Boolean value of Tensor with more than one value is ambiguous\" error instead of letting "
-            "`where` broadcast it. The rewrite assumes both branches give the same shape and dtype (`where` "
+            "`where` broadcast it; a condition only Dynamo's report shows to be a tensor may be a Python value "
+            "on another call (`if gate:` given None), so it goes through `_graphmend_select`, which decides such a "
+            "value by its truth as the `if` did. The rewrite assumes both branches give the same shape and dtype (`where` "
             "would broadcast or promote); evident mismatches are declined, the rest goes through "
             "`_graphmend_select`, which checks them. Where gradients may flow (no enclosing "
             "`torch.no_grad()`/`inference_mode()`) the site is declined when the branches draw gradients "
@@ -316,13 +324,27 @@ class DataDependentBranch(Transform):
                 notes.append("a condition that is not evidently one element now runs where `and`/`or`/`elif` skipped "
                              "it, and may raise the \"ambiguous\" error where the original did not")
             cond_texts.append(" & ".join(_paren(p.text) if len(preds) > 1 else p.text for p in preds))
+        # `if (x > 0) and x.dtype == torch.float16:` evaluates the tensor part first, and it may
+        # raise; the kept `if x.dtype == ...:` skips it whenever the static part is false.
+        for k, part in enumerate(conjuncts):
+            later_static = any(c in static for c in conjuncts[k + 1:])
+            if part in static or not later_static:
+                continue
+            fallible = A.shape_fallible(part, t, frozenset(), {})
+            if fallible or A.tensor_kind(part, t) not in ("bool0", "num0"):
+                safety = Safety.UNSAFE
+                notes.append(f"`{fallible or A.code(part)}` comes before the static part of the condition, which now "
+                             "decides first: where that part is false the original still evaluated it, and it may raise "
+                             "(shapes that do not broadcast, a condition of several elements)")
         for part in static:
             eff = A.effects(part, t)
             if not eff.ok and not isinstance(part, cst.Comparison):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
 
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
-        self.begin_site(source, func, node, _known_dtypes(static, t))
+        # a condition trusted from Dynamo's report may be a Python value on another call: the
+        # select helper then chooses as the `if` did (torch.where takes tensors only)
+        self.begin_site(source, func, node, _known_dtypes(static, t), untyped=any(not p.typed for p in conds))
 
         # 3. the arms and the reconciling shape
         arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
@@ -487,6 +509,13 @@ class DataDependentBranch(Transform):
             written, why = E.call_writes(call, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
             if chosen and why:
                 raise _Declined(f"{why}; after the rewrite it would get a new tensor instead of `{sorted(chosen)[0]}`")
+            outside = outside_roots(source, func, node, [_call_of(arm.call_stmt).args[k].value  # type: ignore[arg-type]
+                                                         for arm in arms for k in differing], t)
+            if outside and not _consumes_only(call, t):
+                raise _Declined(f"`{A.code(call.func)}(...)` may keep or return its argument (a container's `append`, "
+                                f"`tuple(x)`'s views), and on one path that argument may be `{sorted(outside)[0]}`'s own "
+                                "object; after the rewrite it would get a new tensor, so the caller's later in-place "
+                                "updates (or identity checks) would no longer reach what it kept")
             target = [stmt.targets[0].target.value] if isinstance(stmt, cst.Assign) else []  # type: ignore[union-attr]
             hazard = alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
             if hazard:
@@ -526,7 +555,7 @@ class DataDependentBranch(Transform):
         if self._needs_helper:
             tree = source.with_helper(tree, SELECT_HELPER, _helper_code(torch_name))
         if not all(p.zero_d for p in conds):
-            tree = source.with_helper(tree, A.TRUTH_HELPER, A.TRUTH_CODE)
+            tree = source.with_helper(tree, A.TRUTH_HELPER, A.truth_code(torch_name))
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -544,7 +573,7 @@ class DataDependentBranch(Transform):
         )
 
     def begin_site(self, source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode,
-                   dtypes: Optional[dict[str, str]] = None) -> None:
+                   dtypes: Optional[dict[str, str]] = None, *, untyped: bool = False) -> None:
         """The per-site state :meth:`_check_values` and :meth:`_select_fn` read, all of it in one
         place (GM402 borrows the checks for a single expression, which hoists no setups)."""
         self._no_grad = grad_disabled(source, node)
@@ -554,6 +583,7 @@ class DataDependentBranch(Transform):
         self._setup_values: dict[str, cst.BaseExpression] = {}
         self._needs_helper = False
         self._proven_last = True
+        self._untyped = untyped  # a condition that may not be a tensor: always the checked select helper
 
     def _check_values(self, values: list, what: str, t: A._Torch, notes: list[str], safety: Safety) -> Safety:
         """Every selected value: not None, not a Python number, no effects, no evident mismatch."""
@@ -577,7 +607,7 @@ class DataDependentBranch(Transform):
                 safety = Safety.UNSAFE
                 notes.append(
                     f"`{fallible}` now runs on both paths; the original evaluated it only where its branch "
-                    "was taken, and it may raise for some shapes (e.g. operands that do not broadcast)"
+                    "was taken, and it may raise for some shapes or dtypes (operands that do not broadcast, `-` on a bool tensor)"
                 )
         if not self._no_grad:
             why = _grad_mismatch(values, t, self._scalars | self._buffers, self._setup_values)
@@ -608,7 +638,7 @@ class DataDependentBranch(Transform):
 
     def _select_fn(self, torch_name: str) -> str:
         """``torch.where`` for values proven alike; else the checked helper (added to the module)."""
-        if self._proven_last:
+        if self._proven_last and not self._untyped:
             return f"{torch_name}.where"
         self._needs_helper = True
         return SELECT_HELPER
@@ -685,19 +715,42 @@ def buffer_attrs(source: SourceFile, func: cst.FunctionDef) -> frozenset[str]:
 
 
 def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
-    """Whether ``node`` provably runs with autograd off: inside ``with torch.no_grad()`` /
-    ``torch.inference_mode()``, or in a function decorated with one of them."""
-    off = ("no_grad", "inference_mode")
+    """Whether ``node`` provably runs with autograd off: the innermost grad-mode switch around
+    it (a ``with`` item, else the function's decorators) is ``torch.no_grad()``,
+    ``torch.inference_mode()`` or ``torch.set_grad_enabled(False)``. ``enable_grad()``,
+    ``inference_mode(False)`` or a switch whose argument is not a literal turn that proof off."""
     cur = source.parent(node)
     while cur is not None:
-        if isinstance(cur, cst.With) and any(
-                isinstance(i.item, cst.Call) and A.dotted(i.item.func).split(".")[-1] in off for i in cur.items):
-            return True
+        if isinstance(cur, (cst.Lambda, cst.GeneratorExp)):
+            return False  # it runs when called or consumed, maybe after the `with` has ended
+        if isinstance(cur, cst.With):
+            modes = [m for m in (_grad_mode(i.item) for i in cur.items) if m is not None]
+            if modes:
+                return modes[-1]
         if isinstance(cur, cst.FunctionDef):
-            return any(A.dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator).split(".")[-1] in off
-                       for d in cur.decorators)
+            modes = [m for m in (_grad_mode(d.decorator) for d in cur.decorators) if m is not None]
+            return bool(modes) and modes[-1]  # the last decorator wraps the function itself: it decides
         cur = source.parent(cur)
     return False
+
+
+def _grad_mode(expr: cst.BaseExpression) -> Optional[bool]:
+    """True: ``expr`` turns autograd off; False: it turns it on, or may; None: not a grad-mode switch."""
+    call = expr if isinstance(expr, cst.Call) else None
+    name = A.dotted(call.func if call is not None else expr).split(".")[-1]
+    if name not in ("no_grad", "enable_grad", "inference_mode", "set_grad_enabled"):
+        return None
+    if name == "no_grad":
+        return True
+    if name == "enable_grad":
+        return False
+    args = list(call.args) if call is not None else []
+    if not args:
+        return name == "inference_mode"  # set_grad_enabled needs its argument
+    value = args[0].value
+    if not isinstance(value, cst.Name) or value.value not in ("True", "False"):
+        return False
+    return (value.value == "True") == (name == "inference_mode")
 
 
 def _known_dtypes(static: list[cst.BaseExpression], t: A._Torch) -> dict[str, str]:
@@ -820,6 +873,13 @@ def _call_shape(arms: list[list[cst.BaseSmallStatement]], has_else: bool):
     if not differing:
         return None
     return stmts[0], differing
+
+
+def _consumes_only(call: cst.Call, t: A._Torch) -> bool:
+    """Whether ``call`` provably neither keeps nor returns its arguments' objects: ``print``, or a
+    torch function whose result is a new tensor (not a view or a no-op conversion)."""
+    kind, name = t.func(call.func)
+    return (kind == "other" and name == "print") or (kind in ("torch", "F") and name in A.FRESH)
 
 
 def _assigned_name(s: cst.BaseSmallStatement) -> str:

@@ -436,3 +436,47 @@ def test_grad_sources_of_arms():
     assert sources("torch.clamp(h, min=-c, max=c)", frozenset({"c"})) == frozenset({"h"})
     assert sources("helper(x)") is None and sources("x.to(torch.long)") is None
     assert sources("torch.zeros(3, requires_grad=True)") is None
+
+
+# Dtypes that meet each requirement, and one that does not (the op has no kernel for it).
+_MEETS = {"numeric": (torch.int64, torch.float32), "float": (torch.float32, torch.float64)}
+_FAILS = {"numeric": torch.bool, "float": torch.int64}
+
+
+@pytest.mark.parametrize("name", sorted(__import__("graphmend.transforms._analysis", fromlist=["x"]).DTYPE_PARTIAL))
+def test_dtype_partial_op_raises_exactly_for_the_dtypes_outside_its_requirement(name):
+    from graphmend.transforms._analysis import DTYPE_PARTIAL
+
+    need = DTYPE_PARTIAL[name]
+    call = f"x.{name}(-1)" if "softmax" in name else f"x.{name}()"
+    for dtype in _MEETS[need]:
+        x = torch.tensor([1, 0]).to(dtype)
+        eval(call, {"x": x})  # no error
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        eval(call, {"x": torch.tensor([1, 0]).to(_FAILS[need])})
+
+
+@pytest.mark.parametrize("expr, bad", [("-x", torch.bool), ("x - x", torch.bool), ("x.sub(x)", torch.bool),
+                                       ("~x", torch.float32), ("x & x", torch.float32), ("x << 1", torch.float32),
+                                       ("x ** -1", torch.int64), ("x.pow(-1)", torch.int64),
+                                       ("x.round(decimals=1)", torch.int64)])
+def test_operator_without_a_kernel_for_some_dtypes_makes_the_select_unsafe(expr, bad):
+    with pytest.raises((RuntimeError, NotImplementedError, TypeError)):
+        eval(expr, {"x": torch.tensor([1, 0]).to(bad)})
+    for arm in (f"    y = {expr}\n", None):
+        if arm is None:  # the conditional expression
+            body = f"    return x * 1 if x.sum() > 0 else {expr}\n"
+        else:
+            body = f"    if x.sum() > 0:\n        y = x * 1\n    else:\n    {arm}    return y\n"
+        text = f"import torch\n\n\n@torch.no_grad()\ndef f(x):\n{body}"
+        result = fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), [DataDependentBranch(), ConditionalExpressionOnTensor()])
+        assert result.text == text, (expr, result.text)
+        unsafe = fix_text("m.py", text, RuleContext(threshold=Safety.UNSAFE), [DataDependentBranch(), ConditionalExpressionOnTensor()])
+        assert unsafe.applied and all(f.safety is Safety.UNSAFE for f in unsafe.applied), expr
+
+
+def test_a_dtype_shown_by_the_condition_keeps_the_select_safe():
+    text = ("import torch\n\n\n@torch.no_grad()\ndef f(x):\n    if x.dtype == torch.float32 and x.sum() > 0:\n"
+            "        y = -x\n    else:\n        y = x.abs()\n    return y\n")
+    result = fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), [DataDependentBranch()])
+    assert "torch.where" in result.text, [d.reason for d in result.declined]

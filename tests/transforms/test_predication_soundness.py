@@ -366,3 +366,165 @@ def test_a_non_scalar_condition_after_and_is_unsafe():
     (fix,) = source_fix.applied
     assert fix.safety is Safety.UNSAFE and "ambiguous" in fix.notes
     assert fix_text("m.py", text, RuleContext(threshold=Safety.SAFE), RULES).text == text
+
+
+# -- 7. the same call in both branches, one of them given the caller's own tensor ------------------
+
+@pytest.mark.parametrize("call, use", [("saved.append({})", "saved[0]"), ("saved.setdefault('k', {})", "saved['k']"),
+                                       ("saved.extend(tuple({}))", "saved[0]")])
+def test_a_call_that_keeps_the_callers_tensor_is_declined(tmp_path, call, use):
+    # The original hands `x` itself to the callee on one path; a select would hand it a new
+    # tensor, and the caller's in-place update after the call would no longer reach what it kept.
+    store = "{}" if "setdefault" in call else "[]"
+    body = f"""
+    def keep(x, saved):
+        if x.sum() > 0:
+            {call.format("x")}
+        else:
+            {call.format("x * 2")}
+
+
+    @torch.no_grad()
+    def f(x):
+        saved = {store}
+        keep(x, saved)
+        x.add_(1)
+        return {use}
+    """
+    text, result = _fix(body)
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),)])
+    _declined(result, "may keep or return its argument")
+
+
+def test_a_call_that_only_reads_its_argument_is_still_fixed(tmp_path):
+    body = """
+    @torch.no_grad()
+    def f(x):
+        if x.sum() > 0:
+            y = torch.relu(x)
+        else:
+            y = torch.relu(x * 2)
+        return y
+    """
+    text, result = _fix(body)
+    assert result.text != text, [d.reason for d in result.declined]
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, -2.0]),)])
+
+
+# -- 8. a static conjunct after a tensor one -------------------------------------------------------
+
+@pytest.mark.parametrize("test", ["(x > 0) and x.dtype == torch.float16", "(x + w).sum() > 0 and x.dtype == torch.float16"])
+def test_a_tensor_conjunct_that_may_raise_before_a_static_one_is_unsafe(tmp_path, test):
+    # The kept `if x.dtype == ...:` decides first; the original evaluated the tensor part first,
+    # and it raises (several elements, shapes that do not broadcast) even where the dtype differs.
+    body = f"""
+    @torch.no_grad()
+    def f(x, w):
+        if {test}:
+            y = x * 2
+        else:
+            y = x * 3
+        return y
+    """
+    text, result = _fix(body, dynamic=True)
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]), torch.ones(3))])
+    assert result.text == text
+    unsafe = fix_text("m.py", text, RuleContext(threshold=Safety.UNSAFE, verified=True), RULES,
+                      {"GM101": [i + 1 for i, line in enumerate(text.splitlines()) if line.lstrip().startswith("if ")]})
+    (fix,) = unsafe.applied
+    assert fix.safety is Safety.UNSAFE and "static part" in fix.notes
+
+
+def test_a_zero_d_conjunct_before_a_static_one_is_still_fixed(tmp_path):
+    body = """
+    @torch.no_grad()
+    def f(x):
+        if x.sum() > 0 and x.dtype == torch.float32:
+            y = x * 2
+        else:
+            y = x * 3
+        return y
+    """
+    text, result = _fix(body)
+    assert "torch.where" in result.text, [d.reason for d in result.declined]
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),), lambda m: (torch.tensor([-1.0]),)])
+
+
+# -- 9. a condition trusted from Dynamo's report that is a Python value on another call ------------
+
+@pytest.mark.parametrize("form", ["statement", "expression"])
+def test_a_trusted_condition_that_is_a_python_value_on_another_call_is_decided_as_the_if_did(tmp_path, form):
+    # Dynamo reported the branch for a tensor `gate`; the same function also gets None, a
+    # number or an empty list, which `if` tests by truth value and torch.where cannot take.
+    body = ("""
+    @torch.no_grad()
+    def f(x, gate):
+        if gate:
+            y = x * 2
+        else:
+            y = x * 3
+        return y
+    """ if form == "statement" else """
+    @torch.no_grad()
+    def f(x, gate):
+        return x * 2 if gate else x * 3
+    """)
+    text, result = _fix(body, dynamic=True)
+    assert result.text != text, [d.reason for d in result.declined]
+    cases = [lambda m, g=g: (torch.tensor([1.0]), g) for g in (torch.tensor(True), torch.tensor([0.0]), None, 0.0, 2, [])]
+    _behaves_the_same(tmp_path, text, result.text, "f", cases)
+    reset_dynamo()
+    graphs = []
+    compiled = torch.compile(load_module(tmp_path, result.text).f, backend=lambda gm, _: graphs.append(gm) or gm.forward)
+    compiled(torch.tensor([1.0]), torch.tensor(True))
+    assert len(graphs) == 1  # a tensor condition is still selected in one graph
+
+
+# -- 10. grad mode: only the innermost switch decides ----------------------------------------------
+
+@pytest.mark.parametrize("inner", ["torch.enable_grad()", "torch.inference_mode(False)", "torch.set_grad_enabled(True)",
+                                   "torch.set_grad_enabled(mode)"])
+def test_grad_turned_back_on_inside_no_grad_is_not_no_grad(tmp_path, inner):
+    body = f"""
+    @torch.no_grad()
+    def f(x, t, mode=True):
+        with {inner}:
+            if x.sum() > 0:
+                y = x * 2
+            else:
+                y = t * 3
+        return y
+    """
+    text, result = _fix(body)
+    _behaves_the_same(tmp_path, text, result.text, "f", [_x_plain_t_grad])
+    _declined(result, "require grad")
+
+
+@pytest.mark.parametrize("outer", ["@torch.no_grad()", "@torch.inference_mode()", "@torch.enable_grad()\n    @torch.no_grad()"])
+def test_grad_turned_off_innermost_is_still_no_grad(tmp_path, outer):
+    body = f"""
+    {outer}
+    def f(x, t):
+        if x.sum() > 0:
+            y = x * 2
+        else:
+            y = t * 3
+        return y
+    """
+    text, result = _fix(body)
+    assert result.text != text, [d.reason for d in result.declined]
+    _behaves_the_same(tmp_path, text, result.text, "f", [_x_plain_t_grad])
+
+
+@pytest.mark.parametrize("deferred, call", [("lambda a: {}", "g(x)"), ("({} for a in [x])", "next(g)")])
+def test_a_lambda_or_generator_made_under_no_grad_runs_later_with_grad(tmp_path, deferred, call):
+    body = f"""
+    def f(x, t):
+        with torch.no_grad():
+            g = {deferred.format("a * 2 if a.sum() > 0 else t * 3")}
+        return {call}
+    """
+    text, result = _fix(body)
+    before, after = load_module(tmp_path, text), load_module(tmp_path, result.text)
+    _same(_observe(before.f, _x_plain_t_grad(before)), _observe(after.f, _x_plain_t_grad(after)), result.text)
+    _declined(result, "require grad")
