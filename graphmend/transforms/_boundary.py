@@ -54,7 +54,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from graphmend.model import Edit, FileWrite
+from graphmend.model import Edit, FileWrite, Fix, Safety, fingerprint
 from graphmend.transforms import _runtime_copy as RC
 from graphmend.transforms.base import RuleContext, SourceFile, iter_nodes
 
@@ -614,3 +614,20 @@ def module_binds(source: SourceFile, name: str) -> bool:
     if scope is None:
         return False
     return bool(scope.assignments[name]) if name in scope else False
+
+
+def trap_fix(rule: str, title: str, source: SourceFile, node: cst.CSTNode, ctx: RuleContext,
+             edits: tuple[Edit, ...], files: tuple[FileWrite, ...], notes: str, kept: str) -> Fix:
+    """A lowered check's fix (GM301, GM303): ``safe`` only where the boundary that turns the
+    in-graph assertion back into the exception is proven; ``kept`` names what stays on CUDA."""
+    safety = Safety.SAFE
+    placement = plan(source, node)
+    if not placement.proven:
+        safety = Safety.UNSAFE
+        notes += f" Unsafe: under compile the caller sees RuntimeError: {placement.why_not}."
+    if ctx.device == "cuda":
+        notes += f" The target runs on CUDA, where {kept} is kept."
+    line = source.line(node)
+    return Fix(rule=rule, title=title, safety=safety, edits=edits, file=source.path, line=line,
+               fingerprint=fingerprint(source.path, source.function_name(node), rule, source.lines[line - 1]),
+               notes=notes, files=files)

@@ -30,7 +30,7 @@ from typing import Iterable, Optional, Union
 
 import libcst as cst
 
-from graphmend.model import Category, Decline, Edit, Fix, Safety, fingerprint
+from graphmend.model import Category, Decline, Edit, Fix, Safety
 from graphmend.transforms import _boundary as B
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
@@ -274,28 +274,11 @@ class AssertOnScalarRead(Transform):
         if isinstance(runtime, str):
             raise _Declined(runtime)
         edits = (edit,) + runtime[0] + _helper_edits(source)
-        placement = B.plan(source, node)
         notes = ("Eager mode is unchanged. Under torch.compile on CPU, where the comparison on the tensor is exact, the "
                  f"check is torch._assert_async in the graph and AssertionError({message!r}) is raised again by the "
                  "boundary; elsewhere the Python comparison (and its break) stays.")
-        safety = Safety.SAFE
-        if not placement.proven:
-            safety = Safety.UNSAFE
-            notes += f" Unsafe: under compile the caller sees RuntimeError: {placement.why_not}."
-        if ctx.device == "cuda":
-            notes += " The target runs on CUDA, where the Python comparison (and its graph break) is kept."
-        line = source.line(node)
-        return Fix(
-            rule=self.code,
-            title=f"check `{source.code(test)}` on the tensor inside the graph (AssertionError restored after the call)",
-            safety=safety,
-            edits=edits,
-            file=source.path,
-            line=line,
-            fingerprint=fingerprint(source.path, source.function_name(node), self.code, source.lines[line - 1]),
-            notes=notes,
-            files=runtime[1],
-        )
+        return B.trap_fix(self.code, f"check `{source.code(test)}` on the tensor inside the graph (AssertionError restored after the call)",
+                          source, node, ctx, edits, runtime[1], notes, "the Python comparison (and its graph break)")
 
 
 def _replace_text(source: SourceFile, node: cst.CSTNode, text: str) -> Edit:

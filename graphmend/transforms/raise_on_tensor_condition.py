@@ -25,7 +25,7 @@ from typing import Iterable, Optional, Union
 
 import libcst as cst
 
-from graphmend.model import Category, Decline, Edit, Fix, Safety, fingerprint
+from graphmend.model import Category, Decline, Edit, Fix, Safety
 from graphmend.transforms import _boundary as B
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
@@ -196,7 +196,6 @@ class RaiseOnTensorCondition(Transform):
         if isinstance(lowered, str):
             return self.decline(source, node, lowered)
         prefix, inner_suffix = lowered
-        placement = B.plan(source, node)
         suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + ")"
         edit = B.wrap_text(source, test, prefix, suffix)
         runtime = B.runtime_edits(source, ctx)
@@ -207,24 +206,8 @@ class RaiseOnTensorCondition(Transform):
             f"Eager mode is unchanged. Under torch.compile on CPU the check is torch._assert_async in the graph and "
             f"{name}({message!r}) is raised again by the boundary; on other devices the Python branch stays."
         )
-        safety = Safety.SAFE
-        if not placement.proven:
-            safety = Safety.UNSAFE
-            notes += f" Unsafe: under compile the caller sees RuntimeError: {placement.why_not}."
-        if ctx.device == "cuda":
-            notes += " The target runs on CUDA, where the branch (and its graph break) is kept."
-        line = source.line(node)
-        return Fix(
-            rule=self.code,
-            title=f"lower `raise {name}` under a tensor condition to an in-graph assertion",
-            safety=safety,
-            edits=edits,
-            file=source.path,
-            line=line,
-            fingerprint=fingerprint(source.path, source.function_name(node), self.code, source.lines[line - 1]),
-            notes=notes,
-            files=runtime[1],
-        )
+        return B.trap_fix(self.code, f"lower `raise {name}` under a tensor condition to an in-graph assertion",
+                          source, node, ctx, edits, runtime[1], notes, "the branch (and its graph break)")
 
 
 def _raise_of(node: cst.If) -> Optional[cst.Raise]:

@@ -104,7 +104,7 @@ class Model(torch.nn.Module):
             h = h * 2
         else:
             h = h - 1
-        s = h * 3 if h.mean() > 0 else h
+        s = h * 3 if h.mean() > 0 else h * 0.5
         return s
 
 
