@@ -10,7 +10,6 @@ be measured; 2 a usage or configuration error.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from graphmend.bench.stats import CONFIDENCE, DEFAULT_ROUNDS, MIN_EFFECT, MIN_ROUNDS
 from graphmend.commands import UsageError, config_from_args, progress_to_stderr, warn, write_report
