@@ -31,8 +31,8 @@ from graphmend.config import CONFIG_NAMES, Config
 from graphmend.model import CheckReport, GraphBreak, TargetResult
 
 DOC_SUFFIXES = frozenset({".md", ".rst", ".adoc", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp"})
-DOC_NAMES = frozenset({"LICENSE", "LICENSE.txt", "NOTICE", "AUTHORS", "CODEOWNERS", ".gitignore", ".gitattributes",
-                       ".mailmap"})
+DOC_NAMES = frozenset({"LICENSE", "LICENSE.txt", "NOTICE", "AUTHORS", "CODEOWNERS", ".gitignore", ".mailmap"})
+# (.gitattributes is not documentation: it can change checked-out contents, e.g. working-tree-encoding)
 DOC_PREFIXES = (".github/",)
 
 

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,11 @@ def config_digest(config: Config) -> str:
 
 
 def cache_key(base_sha: str, config: Config) -> str:
-    """The base SHA plus a digest of the analysis config and the GraphMend and torch versions."""
-    blob = json.dumps([config_digest(config), __version__, torch_version()], sort_keys=True)
+    """The base SHA plus a digest of the analysis config, the GraphMend, torch and Python versions
+    and the machine (its architecture, and whether it has an NVIDIA device: with ``device: auto``
+    a CPU runner's results are not a GPU runner's)."""
+    machine = [platform.python_version(), platform.machine(), os.path.exists("/dev/nvidiactl")]
+    blob = json.dumps([config_digest(config), __version__, torch_version(), machine], sort_keys=True)
     return f"{base_sha}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 

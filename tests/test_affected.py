@@ -119,6 +119,7 @@ CONFIG = Config(root=Path("."), targets=(TargetConfig(name="ta", entry="tools.ta
     (Change("A", "docs/new.png"), ""),
     (Change("M", ".github/workflows/ci.yml"), ""),
     (Change("M", "graphmend.yml"), ""),  # the analysis uses the base branch's
+    (Change("M", ".gitattributes"), "cannot vouch"),  # working-tree-encoding changes what the target reads
 ])
 def test_what_the_record_vouches_for(change, affected):
     why = why_affected(_base(), (change,), CONFIG)

@@ -114,3 +114,14 @@ def test_the_key_changes_with_the_configuration():
     one = cache.cache_key(SHA, Config(root=Path(".")))
     two = cache.cache_key(SHA, Config(root=Path("."), paths=("src/",)))
     assert one != two and one.startswith(SHA)
+
+
+def test_the_key_names_the_python_version_and_the_machine(monkeypatch):
+    """A CPU runner's base results are not a GPU runner's (device: auto), nor another Python's."""
+    one = cache.cache_key(SHA, Config(root=Path(".")))
+    monkeypatch.setattr(cache.platform, "python_version", lambda: "3.99.0")
+    assert cache.cache_key(SHA, Config(root=Path("."))) != one
+    monkeypatch.undo()
+    real = cache.os.path.exists
+    monkeypatch.setattr(cache.os.path, "exists", lambda p: (not real(p)) if p == "/dev/nvidiactl" else real(p))
+    assert cache.cache_key(SHA, Config(root=Path("."))) != one
