@@ -49,6 +49,8 @@ class PlannedFix:
 
 @dataclass(frozen=True)
 class Withheld:
+    """A proposed fix that is not in the pull request, and why."""
+
     rule: str
     file: str
     line: int

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from bot.scan_pr import Withheld  # a proposed fix that is not in the pull request, and why
 from graphmend.config import Config
 from graphmend.model import CheckReport, Fix
 from graphmend.report import break_code, sort_breaks
@@ -50,16 +51,6 @@ class ScanFile:
 
     path: str
     content: str
-
-
-@dataclass(frozen=True)
-class Withheld:
-    """A proposed fix that is not in the pull request, and why."""
-
-    rule: str
-    file: str
-    line: int
-    reason: str
 
 
 @dataclass(frozen=True)

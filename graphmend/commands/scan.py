@@ -200,7 +200,7 @@ def _publish(args: argparse.Namespace, result: Any, repo: str, base_branch: str,
         files=tuple((f.path, f.content) for f in result.files),
         fixes=tuple(scan_pr.PlannedFix(f.rule, f.title, f.safety, f.file, f.line, f.verification, f.breaks_before,
                                        f.breaks_after, f.max_error, f.benchmark) for f in result.fixes),
-        withheld=tuple(scan_pr.Withheld(w.rule, w.file, w.line, w.reason) for w in result.withheld),
+        withheld=tuple(result.withheld),
         breaks_found=len(result.report.all_breaks),
     )
     if not plan.files and (result.failed or not result.fixes_sought):
