@@ -177,13 +177,19 @@ def _reading(config: Config, sides: tuple[CheckReport, CheckReport], edited: set
     """``config`` with the targets an edit of ``edited`` can change: those whose record (on the
     base or the head) includes one of the files, and those without one. A fix is proved on
     every target it can change."""
+    records = _reads(sides)
+    keep = {n for n, rec in records.items() if rec is None or edited & set(rec)}
+    return dataclasses.replace(config, targets=tuple(t for t in config.targets if t.name in keep or t.name not in records))
+
+
+def _reads(sides: tuple[CheckReport, CheckReport]) -> dict[str, Optional[set[str]]]:
+    """The files each target read on the base or the head (``None``: a run kept no record)."""
     records: dict[str, Optional[set[str]]] = {}
     for report in sides:
         for t in report.targets:
             have = records.get(t.name, set())
             records[t.name] = None if have is None or t.depends_on is None else have | set(t.depends_on)
-    keep = {n for n, rec in records.items() if rec is None or edited & set(rec)}
-    return dataclasses.replace(config, targets=tuple(t for t in config.targets if t.name in keep or t.name not in records))
+    return records
 
 
 def config_change(root: Path, base_sha: str, head_sha: str, config_name: Optional[str], scope: Config) -> str:
@@ -310,10 +316,14 @@ def analyse(
         else:
             verdicts, verify_stage = {}, rv.Stage("verify", False, "fixes were not asked for (--no-fix)")
         stages.append(verify_stage)
-        passed = [fx for fp, fx in fixes.items() if (verdicts.get(fp) or {}).get("ok")]
+        passed = {fp: fx for fp, fx in fixes.items() if (verdicts.get(fp) or {}).get("ok")}
         seconds["verify"] = time.monotonic() - started
         started = time.monotonic()
-        benchmarks, bench_stage = _bench(reading, passed, bench, verdicts, progress=say)
+        benchmarks, bench_stage, withdrawn = _bench(reading, passed, bench, verdicts, progress=say,
+                                                    reads=_reads((base_report, head_report)))
+        for fp, why in withdrawn.items():  # made a target slower: shown with the reason, never suggested
+            del fixes[fp]
+            declines[fp] = why
         stages.append(bench_stage)
         seconds["bench"] = time.monotonic() - started
 
@@ -473,22 +483,26 @@ def _proposal(fix: Fix, verdict: Optional[dict], why_not: str = "") -> Any:
     return rv.FixProposal(fix.rule, fix.title[:500], fix.safety.value, edits, verification, None, files)
 
 
-def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, Any], progress: Progress = None) -> tuple[dict[str, Any], Any]:
-    """Cold start and steady state of the head tree before vs after its verified fixes."""
+def _bench(config: Config, fixes: dict[str, Fix], enabled: bool, verdicts: dict[str, Any], progress: Progress = None,
+           reads: Optional[dict[str, Optional[set[str]]]] = None) -> tuple[dict[str, Any], Any, dict[str, str]]:
+    """Cold start and steady state of the head tree before vs after its verified fixes (by
+    fingerprint), and the fixes to withdraw because a target they reach got slower
+    (``graphmend.bench.withdraw``; ``reads``: the files each target read)."""
     from bot import review as rv
 
     if not enabled:
-        return {}, rv.Stage("bench", False, "bench is not enabled")
+        return {}, rv.Stage("bench", False, "bench is not enabled"), {}
     if not config.targets:
-        return {}, rv.Stage("bench", False, "no targets configured")
+        return {}, rv.Stage("bench", False, "no targets configured"), {}
     if not fixes:
-        return {}, rv.Stage("bench", False, "no verified fixes to benchmark")
+        return {}, rv.Stage("bench", False, "no verified fixes to benchmark"), {}
     try:
         from graphmend.bench import bench_fixes
+        from graphmend.bench.withdraw import withdrawals
 
-        report = bench_fixes(config, fixes, progress=progress)
+        report = bench_fixes(config, list(fixes.values()), progress=progress)
     except Exception as exc:  # noqa: BLE001 - the review goes on without numbers, and says why
-        return {}, rv.Stage("bench", False, f"bench failed: {type(exc).__name__}: {exc}"[:2000])
+        return {}, rv.Stage("bench", False, f"bench failed: {type(exc).__name__}: {exc}"[:2000]), {}
     max_error = max([v.get("max_error") or 0.0 for v in verdicts.values()] + [0.0])
     out = {}
     for t in report.targets:
@@ -499,7 +513,9 @@ def _bench(config: Config, fixes: list[Fix], enabled: bool, verdicts: dict[str, 
                                    p.after.steady_s * 1000.0, p.steady_ratio, max_error, speedup_ci=p.steady_ci,
                                    verdict=p.steady_verdict, cold_start_speedup=p.cold_start_ratio,
                                    cold_start_ci=p.cold_start_ci, cold_start_verdict=p.cold_start_verdict)
-    return out, rv.Stage("bench", True, "")
+    withdrawn = withdrawals(report, fixes, reads or {})
+    note = f"{len(withdrawn)} of {len(fixes)} fix(es) withdrawn: they made a target slower" if withdrawn else ""
+    return out, rv.Stage("bench", True, note), withdrawn
 
 
 def write_outputs(result: PrResult, out: Path, summary: Optional[Path]) -> None:

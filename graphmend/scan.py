@@ -160,18 +160,24 @@ def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str]
     errors = [t.max_abs_error_compiled for t in verified.targets if t.max_abs_error_compiled is not None]
     max_error = max(errors) if errors else None
     cases = sum(t.cases for t in verified.targets)
-    benchmark = _bench(config, kept, say) if bench and kept else {}
+    line, withdrawn = _bench(config, report, kept, say) if bench and kept else ("", {})
+    if withdrawn:  # made a target slower: out of the pull request, with the target and its ratio
+        withheld.extend(Withheld(fx.rule, fx.file, fx.line, withdrawn[i]) for i, fx in enumerate(kept) if i in withdrawn)
+        kept = tuple(fx for i, fx in enumerate(kept) if i not in withdrawn)
+        # The counts were measured with the withdrawn fixes applied too.
+        before = after = None
+    kept_ids = {id(fx) for fx in kept}
 
     fixes = []
     for fx, v in zip(candidates, verified.fixes):
-        if not v.ok:
+        if not v.ok or id(fx) not in kept_ids:
             continue
         how = "alone and together with the other fixes" if v.together else "alone"
         fixes.append(ScanFix(
             rule=fx.rule, title=fx.title, safety=fx.safety.value, file=fx.file, line=fx.line, fingerprint=fx.fingerprint,
             verification=f"equivalent on {cases} input case(s) across {len(verified.targets)} target(s), verified {how}",
             breaks_before=before, breaks_after=after, max_error=max_error,
-            benchmark=benchmark.get("line", ""),
+            benchmark=line,
         ))
     files = []
     for rel in sorted({e.file for fx in kept for e in fx.edits}):
@@ -183,7 +189,8 @@ def _fixes(config: Config, report: CheckReport, bench: bool, say: Callable[[str]
     fixes.sort(key=lambda f: (f.file, f.line, f.rule))
     withheld.sort(key=lambda w: (w.file, w.line, w.rule))
     return ScanResult(report, tuple(fixes), tuple(files), tuple(withheld),
-                      "" if fixes else "no proposed fix passed verification")
+                      "" if fixes else "no proposed fix passed verification" if not withdrawn
+                      else "every verified fix made a target slower")
 
 
 def _total(values: Any) -> Optional[int]:
@@ -191,22 +198,27 @@ def _total(values: Any) -> Optional[int]:
     return sum(got) if got else None
 
 
-def _bench(config: Config, kept: tuple[Fix, ...], say: Callable[[str], None]) -> dict[str, str]:
-    """Cold start and steady state before vs after the kept fixes, as one line (bench runs on a copy)."""
+def _bench(config: Config, report: CheckReport, kept: tuple[Fix, ...], say: Callable[[str], None]) -> tuple[str, dict[int, str]]:
+    """Cold start and steady state before vs after the kept fixes, as one line (bench runs on a
+    copy), and the kept fixes to withdraw, by position, because a target they reach got slower."""
     from graphmend.bench import bench_fixes
+    from graphmend.bench.stats import judged
+    from graphmend.bench.withdraw import withdrawals
 
     try:
-        report = bench_fixes(config, kept, progress=say)
+        measured = bench_fixes(config, kept, progress=say)
     except Exception as exc:  # noqa: BLE001 - the PR goes out without numbers, and says why
-        return {"line": f"bench failed: {type(exc).__name__}: {exc}"[:300]}
+        return f"bench failed: {type(exc).__name__}: {exc}"[:300], {}
     parts = []
-    for t in report.targets:
+    for t in measured.targets:
         if t.error or not t.points:
             continue
         p = t.points[0]
-        parts.append(f"{t.name}: cold start {p.before.cold_start_s:.2f} s -> {p.after.cold_start_s:.2f} s, "
-                     f"steady state {p.before.steady_s * 1000:.2f} ms -> {p.after.steady_s * 1000:.2f} ms")
-    return {"line": "; ".join(parts)}
+        parts.append(f"{t.name}: steady state {p.before.steady_s * 1000:.2f} ms -> {p.after.steady_s * 1000:.2f} ms "
+                     f"{judged(p.steady_ratio, p.steady_ci, p.steady_verdict)}, cold start {p.before.cold_start_s:.2f} s "
+                     f"-> {p.after.cold_start_s:.2f} s {judged(p.cold_start_ratio, p.cold_start_ci, p.cold_start_verdict)}")
+    reads = {t.name: t.depends_on for t in report.targets}
+    return "; ".join(parts), withdrawals(measured, dict(enumerate(kept)), reads)
 
 
 # ---------------------------------------------------------------------------------------------

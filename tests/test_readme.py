@@ -10,6 +10,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, git
 
 
@@ -29,6 +31,7 @@ def test_readme_opens_with_setup_and_demo_then_setup_and_tests():
     assert tests in ci, ".ci/run must call the README's test command"
 
 
+@pytest.mark.slow
 def test_readme_commands_work_in_a_fresh_clone(tmp_path):
     demo, tests = readme_commands()
     clone = tmp_path / "clone"

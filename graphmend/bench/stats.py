@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional, Sequence
 
-__all__ = ["CONFIDENCE", "DEFAULT_ROUNDS", "MIN_EFFECT", "MIN_ROUNDS", "Comparison", "compare", "ratio_interval", "relative_spread", "verdict"]
+__all__ = ["CONFIDENCE", "DEFAULT_ROUNDS", "MIN_EFFECT", "MIN_ROUNDS", "Comparison", "compare", "judged", "ratio_interval",
+           "relative_spread", "verdict"]
 
 # 99%, not 95%: one bench run makes many comparisons (targets × batch sizes × metrics), and on
 # identical code a 95% interval misses 1 once in twenty: an A/A run of five targets would then
@@ -104,6 +105,12 @@ def verdict(ratio: float, ci: Optional[tuple[float, float]], min_effect: float =
     if high < 1.0 and ratio <= 1.0 / (1.0 + min_effect):
         return SLOWER
     return NO_CHANGE
+
+
+def judged(ratio: float, ci: Optional[tuple[float, float]], verdict: Optional[str]) -> str:
+    """``1.40× [1.31–1.52] faster``: the estimate, its interval and what it means."""
+    interval = "no interval" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
+    return f"{ratio:.2f}× [{interval}] {verdict or NO_CHANGE}"
 
 
 def relative_spread(values: Sequence[float]) -> Optional[float]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from graphmend.bench.results import BenchReport
+from graphmend.bench.stats import judged
 from graphmend.verify.results import TargetVerification, VerifyReport
 
 __all__ = ["render_verify_text", "render_verify_markdown", "render_bench_text", "render_bench_markdown", "bench_overall"]
@@ -134,18 +135,12 @@ def render_verify_markdown(report: VerifyReport) -> str:
 # bench
 
 
-def _interval(ci: Optional[tuple[float, float]]) -> str:
-    return "no interval" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
-
-
 def _judged(ratio: Optional[float], ci: Optional[tuple[float, float]], verdict: Optional[str], bold: bool = False) -> str:
-    """``1.40× [1.31–1.52] faster``: the estimate, its interval and what it means."""
+    """``1.40× [1.31–1.52] faster`` (``stats.judged``), the verdict in bold when it is not no-change."""
     if ratio is None:
         return "–"
     word = verdict or "no-change"
-    if bold and word != "no-change":
-        word = f"**{word}**"
-    return f"{ratio:.2f}× [{_interval(ci)}] {word}"
+    return judged(ratio, ci, f"**{word}**" if bold and word != "no-change" else word)
 
 
 def _bench_header(report: BenchReport) -> str:

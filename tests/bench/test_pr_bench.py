@@ -20,8 +20,8 @@ def test_pr_bench_carries_interval_and_verdict(monkeypatch, tmp_path):
     report = BenchReport(base="HEAD", targets=(TargetBench("fast", (fast,)), TargetBench("noisy", (noisy,))))
     monkeypatch.setattr(graphmend.bench, "bench_fixes", lambda config, fixes, progress=None: report)
     config = Config(root=tmp_path, targets=(TargetConfig(name="fast", entry="m:f"),))
-    out, stage = _bench(config, [object()], True, {})
-    assert stage == Stage("bench", True, "")
+    out, stage, withdrawn = _bench(config, {"fp": object()}, True, {})
+    assert stage == Stage("bench", True, "") and withdrawn == {}
     assert (out["fast"].speedup, out["fast"].speedup_ci, out["fast"].verdict) == (1.6, (1.4, 1.8), "faster")
     assert (out["fast"].cold_start_speedup, out["fast"].cold_start_verdict) == (1.1, "no-change")
     assert (out["noisy"].speedup, out["noisy"].verdict) == (1.4, "no-change")

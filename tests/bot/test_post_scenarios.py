@@ -326,6 +326,7 @@ def base_with_config(pr_repo, github, config: str, **files: str) -> tuple[int, s
     return github.open_pull(REPO_NAME, base, pr_repo.head).number, base
 
 
+@pytest.mark.slow
 def test_sticky_comment_never_and_always(monkeypatch, capsys, github, pr_repo, tmp_path):
     # The comment policy is the base branch's: review.json may ask for less, never for more.
     number, base = base_with_config(pr_repo, github, "review:\n  comment: never\n")

@@ -13,6 +13,8 @@ Targets (each rewritten by hand, as a forced ``--unsafe-fixes`` would):
 
 from __future__ import annotations
 
+import pytest
+
 from graphmend.config import load_config
 from graphmend.model import to_dict
 from graphmend.report.markdown_verify import render_verify_markdown, render_verify_text
@@ -130,6 +132,7 @@ def wrong_model() -> str:
     return text
 
 
+@pytest.mark.slow
 def test_identical_trees_then_every_wrong_rewrite_is_caught(make_repo):
     root = make_repo({"pkg/__init__.py": "", "pkg/effects.py": MODEL, "tools/__init__.py": "", "tools/targets.py": TARGETS,
                       "graphmend.yml": CONFIG})

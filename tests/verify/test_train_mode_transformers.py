@@ -62,6 +62,7 @@ targets:
 '''
 
 
+@pytest.mark.slow
 def test_train_mode_bert_identical_trees_then_a_real_rewrite(make_repo):
     root = make_repo({"pkg/__init__.py": "", "pkg/model.py": MODEL, "tools/__init__.py": "", "tools/targets.py": TARGETS,
                       "graphmend.yml": CONFIG})

@@ -19,6 +19,7 @@ def branch_fix(replacement: str, fingerprint: str) -> Fix:
                line=start, fingerprint=fingerprint)
 
 
+@pytest.mark.slow
 def test_equivalent_fix_verifies_and_swapped_where_arms_are_withdrawn(make_repo):
     root = make_repo(files())
     config = load_config(root)
@@ -49,6 +50,7 @@ def test_equivalent_fix_verifies_and_swapped_where_arms_are_withdrawn(make_repo)
     assert (root / "pkg/model.py").read_text() == MODEL
 
 
+@pytest.mark.slow
 def test_changed_print_exception_type_log_site_and_weights_are_caught(make_repo):
     repo_files = files()
     repo_files["graphmend.yml"] += "  - name: broken\n    entry: tools.targets:no_such_factory\n    device: cpu\n    backend: eager\n"
@@ -81,6 +83,7 @@ def test_changed_print_exception_type_log_site_and_weights_are_caught(make_repo)
     assert "fc.weight" in state and "proj.weight" in state
 
 
+@pytest.mark.slow
 def test_verify_edits_checks_fixes_together_and_bisects_only_on_failure(make_repo):
     from graphmend.verify import verify_edits
 
