@@ -12,6 +12,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 
 from graphmend.cli import main
 from tests.bot.conftest import (FOLLOW_UP_MODEL, commit_all, git, FP_BRANCH, FP_GUARD, FP_NONZERO, REPO_NAME, RO_TOKEN, TOKEN, finding,
