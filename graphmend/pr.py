@@ -354,8 +354,8 @@ def analyse(
                        total_s=round(seconds["total"], 3), targets_analysed=len(names) - len(unaffected),
                        targets_unaffected=len(unaffected), base_targets_cached=len(sides.base_cached),
                        base_targets_run=len(names) - len(sides.base_cached), cache=cache_state)
-    shard_info = (rv.Shard(shard[0], shard[1], config_digest(dataclasses.replace(gate_config, root=Path("."))), plan)
-                  if shard is not None else None)
+    shard_info = (rv.Shard(shard[0], shard[1], config_digest(dataclasses.replace(gate_config, root=Path("."))), plan,
+                           tuple(sorted(t.name for t in gate_config.targets))) if shard is not None else None)
     errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
     errors += tuple(rv.FileError(path[:1000], why) for path, why in refused)
     # The policy is the base branch's: a pull request does not get to loosen it for itself.

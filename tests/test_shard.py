@@ -47,7 +47,7 @@ def pr(tmp_path_factory):
     head = commit(root, {"src/a.py": MODEL_A_BROKEN})
     unsharded = analyse(root, base, head, cache_dir=cache, propose_fixes=False)  # also warms the cache
     partials = [analyse(root, base, head, cache_dir=cache, propose_fixes=False, shard=(i, 4)).review for i in range(1, 5)]
-    return unsharded.review, partials
+    return unsharded.review, partials, root
 
 
 def _comparable(review) -> dict:
@@ -61,7 +61,7 @@ def _comparable(review) -> dict:
 
 
 def test_four_shards_merged_equal_the_unsharded_review(pr):
-    unsharded, partials = pr
+    unsharded, partials, _ = pr
     assert all(p.shard is not None and p.shard.count == 4 for p in partials)
     assert sorted(n for p in partials for n in p.shard.plan[p.shard.index - 1]) == ["ta", "tb"]
     merged, problems, verdict = merge(partials)
@@ -72,7 +72,7 @@ def test_four_shards_merged_equal_the_unsharded_review(pr):
 
 
 def test_a_missing_shard_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
-    _, partials = pr
+    _, partials, _ = pr
     holder = next(p for p in partials if "ta" in p.shard.plan[p.shard.index - 1])
     files = []
     for p in partials:
@@ -95,8 +95,71 @@ def test_a_missing_shard_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
     assert "#### Time" in (tmp_path / "summary.md").read_text()
 
 
+def _without(partial, name: str):
+    """``partial`` as a run would write it whose plan left ``name`` out (a bug, or another configuration)."""
+    shard = partial.shard
+    return dataclasses.replace(partial, shard=dataclasses.replace(
+        shard, plan=tuple(tuple(n for n in s if n != name) for s in shard.plan)))
+
+
+def test_a_configured_target_no_shard_planned_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
+    _, partials, _ = pr
+    assert all(p.shard.targets == ("ta", "tb") for p in partials)  # every partial records the configured targets
+    unplanned = [_without(p, "ta") for p in partials]  # ta's shard still reports it, but ta is in no plan
+
+    merged, problems, verdict = merge(unplanned)
+
+    assert any("in no shard's plan" in p and "ta" in p for p in problems), problems
+    ta = next(t for t in merged.targets if t.name == "ta")
+    assert ta.status == "not-analysed" and "in no shard's plan" in ta.head.error
+    assert not verdict.passed and "ta" in verdict.failed_targets
+    assert not any(f.target == "ta" for f in merged.findings)  # the results of an unplanned target are not used
+
+    files = []
+    for p in unplanned:
+        files.append(tmp_path / f"p{p.shard.index}.json")
+        files[-1].write_text(dump(p))
+    assert main(["merge", *map(str, files), "-o", str(tmp_path / "r.json"), "-C", str(tmp_path)]) == 1
+    assert "in no shard's plan, not analysed (the gate fails): ta" in capsys.readouterr().err
+    assert not compute_verdict(load(tmp_path / "r.json")).passed
+
+
+def test_merge_in_a_checkout_checks_the_plan_against_the_base_configuration(pr, tmp_path, capsys):
+    _, partials, root = pr
+    # Partials of a run whose configuration had ta only (consistent among themselves): the base
+    # commit's graphmend.yml also configures tb, which none of them planned.
+    narrow = [dataclasses.replace(p, shard=dataclasses.replace(p.shard, targets=("ta",))) for p in
+              (_without(p, "tb") for p in partials)]
+    files = []
+    for p in narrow:
+        files.append(tmp_path / f"p{p.shard.index}.json")
+        files[-1].write_text(dump(p))
+    elsewhere = tmp_path / "not-a-checkout"
+    elsewhere.mkdir()
+    out = tmp_path / "review.json"
+
+    assert main(["merge", *map(str, files), "-o", str(out), "-C", str(elsewhere)]) == 1  # ta's break: not because of tb
+    assert "tb" not in {t.name for t in load(out).targets}
+    capsys.readouterr()
+    assert main(["merge", *map(str, files), "-o", str(out), "-C", str(root), "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    assert "in no shard's plan, not analysed (the gate fails): tb" in captured.err
+    assert json.loads(captured.out)["configured_targets_from"] == "base commit"
+    tb = next(t for t in load(out).targets if t.name == "tb")
+    assert tb.status == "not-analysed" and "tb" in compute_verdict(load(out)).failed_targets
+
+
+def test_a_plan_naming_a_target_not_configured_is_refused(pr):
+    _, partials, _ = pr
+    with pytest.raises(ShardError, match=r"planned targets that are not configured \(tb\)"):
+        merge(partials, configured=["ta"])
+    other = dataclasses.replace(partials[1], shard=dataclasses.replace(partials[1].shard, targets=("ta",)))
+    with pytest.raises(ShardError, match="for other targets"):
+        merge([partials[0], other, *partials[2:]])
+
+
 def test_partials_of_another_head_or_configuration_are_refused(pr, tmp_path, capsys):
-    _, partials = pr
+    _, partials, _ = pr
     other = dataclasses.replace(partials[1], head_sha="f" * 40)
     with pytest.raises(ShardError, match="another head commit"):
         merge([partials[0], other, *partials[2:]])
@@ -115,13 +178,13 @@ def test_partials_of_another_head_or_configuration_are_refused(pr, tmp_path, cap
 
 
 def test_an_unsharded_review_is_not_a_partial(pr):
-    unsharded, _ = pr
+    unsharded, _, _ = pr
     with pytest.raises(ShardError, match="not a partial review"):
         merge([unsharded])
 
 
 def test_post_refuses_a_partial_review(pr, tmp_path, capsys):
-    _, partials = pr
+    _, partials, _ = pr
     path = tmp_path / "partial.json"
     path.write_text(dump(partials[0]))
     assert main(["post", str(path), "--pr", "1", "--head-sha", partials[0].head_sha]) == 2
