@@ -2,10 +2,14 @@
 partial review; ``graphmend merge`` joins the partials into one ``review.json``.
 
 The shares are deterministic and balanced: targets are taken longest first (by the duration
-recorded in the base's cached results; a target without one weighs as the median of the known
-ones, or 1 s) and each goes to the least loaded shard, ties to the lower index, names breaking
-ties between equal durations. Every partial carries the whole plan, so ``merge`` knows which
-targets a shard that did not report was to analyse. Shard 1 also does the static pass.
+recorded in the base's cached results) and each goes to the least loaded shard, ties to the
+lower index, names breaking ties between equal durations. Every shard must plan the same
+shares, yet each may hold another part of the base's results (on ephemeral runners each shard
+restores the entry it saved itself, which holds its own share): so durations are used only when
+every target has one, and otherwise every target weighs the same (a share is then balanced by
+count, and the same whatever part of the record a shard holds). Every partial carries the
+whole plan, so ``merge`` knows which targets a shard that did not report was to analyse.
+Shard 1 also does the static pass.
 
 ``merge`` refuses partials of different base or head commits or configurations, or two for one
 shard. A shard with no partial is a failed one: its targets become "not-analysed" with an error
@@ -20,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import statistics
 from typing import Optional, Sequence
 
 SHARD_MAX = 256
@@ -42,11 +45,12 @@ def parse(text: str) -> tuple[int, int]:
 
 
 def plan(names: Sequence[str], durations: dict[str, Optional[float]], count: int) -> tuple[tuple[str, ...], ...]:
-    """``count`` shares of ``names``, balanced by ``durations`` (longest first, to the least loaded)."""
-    known = [d for d in durations.values() if d is not None and d > 0]
-    default = statistics.median(known) if known else 1.0
+    """``count`` shares of ``names``, balanced by ``durations`` (longest first, to the least
+    loaded) when every name has one, else by count: a shard that knows only some durations
+    plans what one that knows none does."""
+    complete = all((durations.get(n) or 0) > 0 for n in names)
     # Rounded to a tenth of a second: a run's jitter does not move a target between shards.
-    weight = {n: round(durations.get(n) or default, 1) for n in names}
+    weight = {n: round(durations[n], 1) if complete else 1.0 for n in names}  # type: ignore[arg-type]
     loads = [0.0] * count
     shares: list[list[str]] = [[] for _ in range(count)]
     for name in sorted(set(names), key=lambda n: (-weight[n], n)):

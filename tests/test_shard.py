@@ -35,8 +35,22 @@ def test_the_plan_is_balanced_by_duration_and_deterministic():
     assert sorted(n for s in shares for n in s) == sorted(durations)
     loads = [sum(durations[n] for n in s) for s in shares]
     assert max(loads) - min(loads) <= 10, loads  # by count alone, one shard would get 60+30+10+5=105 of 232
-    # a target with no recorded duration weighs as the median of the known ones
-    assert sum(map(len, plan(["new", *durations], durations, 3))) == 13
+    # a target with no recorded duration: every target weighs the same (balanced by count)
+    assert plan(["new", *durations], durations, 3) == plan(["new", *durations], {}, 3)
+    assert sorted(map(len, plan(["new", *durations], durations, 3))) == [4, 4, 5]
+
+
+def test_shards_holding_different_parts_of_the_record_plan_the_same_shares():
+    """On ephemeral runners each shard restores the cache entry it saved: its own share's
+    durations. Were the unknown ones guessed (e.g. as the median of the known), each shard would
+    plan other shares, and a target could fall between them."""
+    names = [f"t{i}" for i in range(9)]
+    durations = {n: float(d) for n, d in zip(names, [9, 1, 7, 3, 5, 2, 8, 4, 6])}
+    cold = plan(names, {}, 3)
+    for index, share in enumerate(cold, start=1):
+        restored = {n: durations[n] for n in share}  # what this shard stored on the cold run
+        assert plan(names, restored, 3) == cold, index
+    assert plan(names, durations, 3) != cold  # a complete record balances by duration
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +83,34 @@ def test_four_shards_merged_equal_the_unsharded_review(pr):
     assert _comparable(merged) == _comparable(unsharded)
     assert not verdict.passed and verdict.new >= 1
     assert merged.timing.targets_analysed == 1 and merged.timing.targets_unaffected == 1
+
+
+def test_a_cold_cache_runs_each_shards_share_of_the_base_once_and_then_hits(tmp_path):
+    """As on ephemeral runners: each shard has its own cache folder (the entry actions/cache saved
+    for it). Cold, a shard runs the base for its own share only and stores only that; the next
+    run of every shard is a hit for all its targets, and the shards still plan the same shares."""
+    from graphmend import cache as cache_mod
+
+    root, base = make_base(tmp_path)
+    head = commit(root, {"README.md": "# models\n\nMore words.\n"})
+    folders = [tmp_path / f"cache-{i}" for i in (1, 2)]
+    cold = [analyse(root, base, head, cache_dir=folders[i - 1], propose_fixes=False, shard=(i, 2)).review for i in (1, 2)]
+    plan_ = cold[0].shard.plan
+    assert plan_ == cold[1].shard.plan == (("ta",), ("tb",))
+    for i, review in enumerate(cold, start=1):
+        assert (review.timing.base_targets_run, review.timing.base_targets_cached, review.timing.cache) == (1, 0, "miss")
+        assert review.timing.targets_analysed == 0  # a README-only pull request: no target on the head
+        [path] = folders[i - 1].glob("*.json")
+        entry = cache_mod.load(folders[i - 1], path.stem)
+        assert entry.targets == set(plan_[i - 1]) and entry.static == (i == 1)  # only what this shard ran
+
+    warm = [analyse(root, base, head, cache_dir=folders[i - 1], propose_fixes=False, shard=(i, 2)).review for i in (1, 2)]
+    assert [w.shard.plan for w in warm] == [plan_, plan_]
+    assert [(w.timing.base_targets_run, w.timing.base_targets_cached, w.timing.cache) for w in warm] == [(0, 1, "hit")] * 2
+    merged_cold, problems, _ = merge(cold)
+    merged_warm, problems_warm, verdict = merge(warm)
+    assert problems == problems_warm == [] and verdict.passed
+    assert _comparable(merged_warm) == _comparable(merged_cold)
 
 
 def test_a_missing_shard_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
