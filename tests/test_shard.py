@@ -54,11 +54,18 @@ def test_shards_holding_different_parts_of_the_record_plan_the_same_shares():
 
 
 @pytest.fixture(scope="module")
-def pr(tmp_path_factory):
-    """A pull request adding a break to src/a.py, with the base in a warm cache."""
+def warm(tmp_path_factory):
+    """(root, base, head, cache): a pull request adding a break to src/a.py, the cache folder empty."""
     cache = tmp_path_factory.mktemp("cache")
     root, base = make_base(tmp_path_factory.mktemp("repo"))
     head = commit(root, {"src/a.py": MODEL_A_BROKEN})
+    return root, base, head, cache
+
+
+@pytest.fixture(scope="module")
+def pr(warm):
+    """The pull request analysed unsharded (which warms the cache with every target) and as 4 shards."""
+    root, base, head, cache = warm
     unsharded = analyse(root, base, head, cache_dir=cache, propose_fixes=False)  # also warms the cache
     partials = [analyse(root, base, head, cache_dir=cache, propose_fixes=False, shard=(i, 4)).review for i in range(1, 5)]
     return unsharded.review, partials, root
@@ -111,6 +118,35 @@ def test_a_cold_cache_runs_each_shards_share_of_the_base_once_and_then_hits(tmp_
     merged_warm, problems_warm, verdict = merge(warm)
     assert problems == problems_warm == [] and verdict.passed
     assert _comparable(merged_warm) == _comparable(merged_cold)
+
+
+def test_shards_with_fixes_merge_into_the_unsharded_review_with_fixes(warm, pr):
+    """Each shard proposes fixes for the breaks its targets found and verifies them on every target
+    that reads the files they edit, its own or (by the record in the shared base cache) another
+    shard's: here the merged review, fixes and their verification included, is the unsharded one."""
+    root, base, head, cache = warm  # ``pr`` has put every target's base record in the cache
+    unsharded = analyse(root, base, head, cache_dir=cache).review
+    partials = [analyse(root, base, head, cache_dir=cache, shard=(i, 2)).review for i in (1, 2)]
+    merged, problems, verdict = merge(partials)
+
+    assert problems == [] and not verdict.passed
+    [new] = [f for f in unsharded.findings if f.status == "introduced" and f.target == "ta"]
+    assert new.fix is not None and new.fix.verification.status == "passed"
+    assert _comparable(merged) == _comparable(unsharded)
+
+
+def test_a_shard_without_the_other_shards_records_proposes_no_fix_and_says_why(tmp_path):
+    """A cold cache of its own (as on an ephemeral runner): the shard cannot tell whether the other
+    shard's target reads src/a.py, so a fix it verified on its own targets alone could break that
+    one. It proposes none, and the finding says why."""
+    root, base = make_base(tmp_path)
+    head = commit(root, {"src/a.py": MODEL_A_BROKEN})
+    review = analyse(root, base, head, cache_dir=tmp_path / "cache", shard=(1, 2)).review
+    assert review.shard.plan == (("ta",), ("tb",))
+    fix = next(s for s in review.stages if s.name == "fix")
+    assert not fix.ran and "no record of what 1 target(s) of the other shards read (tb)" in fix.reason
+    [new] = [f for f in review.findings if f.status == "introduced"]
+    assert new.fix is None and "no record of what" in (new.decline or "")
 
 
 def test_a_missing_shard_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
