@@ -11,6 +11,7 @@ wrapper module ``models/<arch>.py`` whose targets import it lazily (``tools/targ
 4. with ``--shards K``: the same pull request as K shards, merged (each shard's wall time).
 
 It prints the measured figures: wall seconds, targets analysed and carried forward, cache state.
+The figures measured at 40 targets are in docs/action.md ("Measured").
 
     python benchmarks/bench_affected.py [--targets 40] [--tracing 1] [--shards 4] [--all-targets]
 """

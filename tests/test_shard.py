@@ -64,10 +64,11 @@ def warm(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pr(warm):
-    """The pull request analysed unsharded (which warms the cache with every target) and as 4 shards."""
+    """The pull request analysed unsharded (which warms the cache with every target) and as 4
+    shards, fixes proposed and verified: each shard then holds every target's base record."""
     root, base, head, cache = warm
-    unsharded = analyse(root, base, head, cache_dir=cache, propose_fixes=False)  # also warms the cache
-    partials = [analyse(root, base, head, cache_dir=cache, propose_fixes=False, shard=(i, 4)).review for i in range(1, 5)]
+    unsharded = analyse(root, base, head, cache_dir=cache)  # also warms the cache
+    partials = [analyse(root, base, head, cache_dir=cache, shard=(i, 4)).review for i in range(1, 5)]
     return unsharded.review, partials, root
 
 
@@ -81,8 +82,13 @@ def _comparable(review) -> dict:
     return data
 
 
-def test_four_shards_merged_equal_the_unsharded_review(pr):
+def test_four_shards_merged_equal_the_unsharded_review_fixes_included(pr):
+    """Each shard proposes fixes for the breaks its targets found and verifies them on every target
+    that reads the files they edit, its own or (by the record in the shared base cache) another
+    shard's: the merged review, fixes and their verification included, is the unsharded one."""
     unsharded, partials, _ = pr
+    [new] = [f for f in unsharded.findings if f.status == "introduced" and f.target == "ta"]
+    assert new.fix is not None and new.fix.verification.status == "passed"
     assert all(p.shard is not None and p.shard.count == 4 for p in partials)
     assert sorted(n for p in partials for n in p.shard.plan[p.shard.index - 1]) == ["ta", "tb"]
     merged, problems, verdict = merge(partials)
@@ -118,21 +124,6 @@ def test_a_cold_cache_runs_each_shards_share_of_the_base_once_and_then_hits(tmp_
     merged_warm, problems_warm, verdict = merge(warm)
     assert problems == problems_warm == [] and verdict.passed
     assert _comparable(merged_warm) == _comparable(merged_cold)
-
-
-def test_shards_with_fixes_merge_into_the_unsharded_review_with_fixes(warm, pr):
-    """Each shard proposes fixes for the breaks its targets found and verifies them on every target
-    that reads the files they edit, its own or (by the record in the shared base cache) another
-    shard's: here the merged review, fixes and their verification included, is the unsharded one."""
-    root, base, head, cache = warm  # ``pr`` has put every target's base record in the cache
-    unsharded = analyse(root, base, head, cache_dir=cache).review
-    partials = [analyse(root, base, head, cache_dir=cache, shard=(i, 2)).review for i in (1, 2)]
-    merged, problems, verdict = merge(partials)
-
-    assert problems == [] and not verdict.passed
-    [new] = [f for f in unsharded.findings if f.status == "introduced" and f.target == "ta"]
-    assert new.fix is not None and new.fix.verification.status == "passed"
-    assert _comparable(merged) == _comparable(unsharded)
 
 
 def test_a_shard_without_the_other_shards_records_proposes_no_fix_and_says_why(tmp_path):
