@@ -11,14 +11,16 @@ wrapper module ``models/<arch>.py`` whose targets import it lazily (``tools/targ
 4. with ``--shards K``: the same pull request as K shards, merged (each shard's wall time).
 
 It prints the measured figures: wall seconds, targets analysed and carried forward, cache state.
+The figures measured at 40 targets are in docs/action.md ("Measured").
 
-    python benchmarks/bench_affected.py [--targets 40] [--shards 4] [--all-targets]
+    python benchmarks/bench_affected.py [--targets 40] [--tracing 1] [--shards 4] [--all-targets]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -87,10 +89,14 @@ def commit(root: Path, files: dict[str, str], message: str) -> str:
     return git(root, "rev-parse", "HEAD")
 
 
-def make_repo(root: Path, n: int) -> tuple[str, dict[str, str]]:
-    """(base sha, target -> arch)."""
+def make_repo(root: Path, n: int, broken: str = "", tracing: int = 0) -> tuple[str, dict[str, str]]:
+    """(base sha, target -> arch): the architectures in turn, or with ``tracing`` > 0 that many
+    targets of ``broken`` and the others' in turn."""
     archs = list(ARCHS)
     owner = {f"t{i:03d}": archs[i % len(archs)] for i in range(n)}
+    if tracing:
+        others = [a for a in archs if a != broken]
+        owner = {f"t{i:03d}": broken if i < tracing else others[i % len(others)] for i in range(n)}
     files = {"README.md": "# tiny models\n", "models/__init__.py": "", "tools/__init__.py": ""}
     for arch, (cfg, model, settings, layers) in ARCHS.items():
         files[f"models/{arch}.py"] = WRAPPER.format(arch=arch, cfg=cfg, model=model, settings={**TINY, **settings},
@@ -110,6 +116,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", type=int, default=40, help="how many targets (default: 40)")
     parser.add_argument("--arch", default="gpt2", choices=sorted(ARCHS), help="whose wrapper the pull request breaks")
+    parser.add_argument("--tracing", type=int, default=0, metavar="K",
+                        help="how many targets trace the broken wrapper (default: the architectures in turn, "
+                             "so targets/8 of them)")
     parser.add_argument("--shards", type=int, default=0, help="also run the pull request as this many shards, merged")
     parser.add_argument("--all-targets", action="store_true", help="also time the pull request with --all-targets")
     args = parser.parse_args()
@@ -126,9 +135,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="graphmend-bench-affected-") as tmp:
         root, cache = Path(tmp) / "repo", Path(tmp) / "cache"
         root.mkdir()
-        base, owner = make_repo(root, args.targets)
-        print(f"torch {torch.__version__}, {os.cpu_count()} CPU(s), {args.targets} targets over {len(ARCHS)} "
-              f"architectures, backend eager, CPU")
+        base, owner = make_repo(root, args.targets, args.arch, args.tracing)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"torch {torch.__version__}, {os.cpu_count()} CPU(s) ({platform.processor() or platform.machine()}, "
+              f"load {load}), {args.targets} targets over {len(set(owner.values()))} architectures "
+              f"({sum(a == args.arch for a in owner.values())} of them {args.arch}), backend eager, CPU")
 
         def timed(label, fn):
             started = time.monotonic()
@@ -159,7 +170,8 @@ def main() -> int:
                            lambda: check(config, target_names=ran, static=False))
         one = ran[0]
         _, one_s = timed(f"   one of them alone ({one})", lambda: check(config, target_names=[one], static=False))
-        print(f"   ratio: PR / those targets alone = {warm_s / alone_s:.2f}; PR / one target alone = {warm_s / one_s:.2f}")
+        print(f"   ratio: PR / those targets alone = {warm_s / alone_s:.2f}; PR / one target alone = {warm_s / one_s:.2f}; "
+              f"load now {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
         if args.shards:
             partials = []

@@ -166,12 +166,14 @@ class Timing:
 
 @dataclass(frozen=True)
 class Shard:
-    """A partial review: shard ``index`` of ``count`` analysed ``plan[index - 1]``."""
+    """A partial review: shard ``index`` of ``count`` analysed ``plan[index - 1]``; ``targets``
+    are the configured ones, which the plan must cover."""
 
     index: int
     count: int
     config_digest: str
     plan: tuple[tuple[str, ...], ...] = ()
+    targets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

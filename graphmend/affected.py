@@ -95,6 +95,34 @@ def without_traced(breaks: tuple[GraphBreak, ...], targets: tuple[TargetResult, 
     return tuple(b for b in breaks if b.file not in traced and (b.file, b.line) not in sites)
 
 
+@dataclass(frozen=True)
+class Outside:
+    """What a shard knows of the targets outside its share, to verify its fixes on every target
+    that reads the files they edit (as the unsharded run does): ``carried`` are unaffected (their
+    base record stands for the head); the affected ones have no record here, so a fix is verified
+    on them too; ``unknown`` have no base record in this shard at all."""
+
+    carried: tuple[TargetResult, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
+def outside_share(entry: Any, configured: list[str], mine: list[str], changes: Optional[tuple[Change, ...]],
+                  config: Config, head_config: Optional[Config]) -> Outside:
+    """The targets of ``configured`` not in ``mine`` (this shard's share), by what the base cache
+    ``entry`` says of them."""
+    carried: list[TargetResult] = []
+    unknown: list[str] = []
+    for name in configured:
+        if name in mine:
+            continue
+        t = entry.target(name) if entry is not None else None
+        if t is None:
+            unknown.append(name)
+        elif changes is not None and not why_affected(t, changes, config, head_config):
+            carried.append(t)
+    return Outside(tuple(carried), tuple(unknown))
+
+
 @dataclass
 class Sides:
     """The two sides' results and how they were obtained."""

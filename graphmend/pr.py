@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from graphmend import fsutil
-from graphmend.affected import changed_files, run_sides
+from graphmend.affected import changed_files, outside_share, run_sides
 from graphmend.cache import load as load_entry
 from graphmend.cache import store as store_entry
 from graphmend.shard import plan as plan_shards
@@ -173,16 +173,16 @@ def _head_config(root: Path, head_sha: str, config_name: Optional[str]) -> Optio
         return None
 
 
-def _reading(config: Config, sides: tuple[CheckReport, CheckReport], edited: set[str]) -> Config:
+def _reading(config: Config, sides: tuple[CheckReport, ...], edited: set[str]) -> Config:
     """``config`` with the targets an edit of ``edited`` can change: those whose record (on the
     base or the head) includes one of the files, and those without one. A fix is proved on
-    every target it can change."""
+    every target it can change (in a shard too: ``graphmend.affected.outside_share``)."""
     records = _reads(sides)
     keep = {n for n, rec in records.items() if rec is None or edited & set(rec)}
     return dataclasses.replace(config, targets=tuple(t for t in config.targets if t.name in keep or t.name not in records))
 
 
-def _reads(sides: tuple[CheckReport, CheckReport]) -> dict[str, Optional[set[str]]]:
+def _reads(sides: tuple[CheckReport, ...]) -> dict[str, Optional[set[str]]]:
     """The files each target read on the base or the head (``None``: a run kept no record)."""
     records: dict[str, Optional[set[str]]] = {}
     for report in sides:
@@ -277,8 +277,9 @@ def analyse(
             changes = None if all_targets else changed_files(root, base_sha, head_sha)
         except RuntimeError as exc:
             raise PrError(str(exc)) from None
+        pr_config = _head_config(root, head_sha, config_name)
         sides = run_sides(check=check, base_config=base_config, head_config=head_config,
-                          pr_config=_head_config(root, head_sha, config_name), changes=changes, names=names,
+                          pr_config=pr_config, changes=changes, names=names,
                           static=shard is None or shard[0] == 1, entry=entry,
                           store=lambda report, targets, static: store_entry(cache_dir, key, report, targets=targets,
                                                                             static=static, say=say), say=say)
@@ -291,23 +292,32 @@ def analyse(
         unaffected = [n for n, st in sides.status.items() if st == "unaffected"]
         stages.append(rv.Stage("check", True, f"{len(unaffected)} of {len(names)} target(s) unaffected by the pull request: "
                                               "their base results are carried forward" if unaffected else ""))
-        # Fixes are verified (and benchmarked) on the targets that read the files they edit.
-        head_config = dataclasses.replace(head_config, targets=tuple(
-            t for t in head_config.targets if t.name in set(names)))
+        # Fixes are verified on the targets that read the files they edit, this shard's or not
+        # (the others' records from the base cache); they are benchmarked on this shard's.
+        records: tuple[CheckReport, ...] = (base_report, head_report)
+        unknown: tuple[str, ...] = ()
+        if shard is not None:
+            outside = outside_share(entry, [t.name for t in gate_config.targets], names, changes, base_config, pr_config)
+            records, unknown = records + (CheckReport(targets=outside.carried),), outside.unknown
 
         matched = match(base_report, head_report)
         introduced = [b for s, b in matched if s == "introduced"]
         started = time.monotonic()
-        if propose_fixes:
+        if propose_fixes and unknown and introduced:
+            fixes, declines, fix_stage = {}, {}, rv.Stage("fix", False, (
+                f"not proposed: this shard holds no record of what {len(unknown)} target(s) of the other shards read "
+                f"({', '.join(unknown[:5])}{', ...' if len(unknown) > 5 else ''}), and a fix is verified on every target "
+                "that reads the files it edits (give the shards a base cache entry that holds every target, e.g. a "
+                "cache folder they share, or run graphmend pr unsharded)"))
+        elif propose_fixes:
             # The fix loop re-detects on the targets that read the files of the new breaks only.
-            fixes, declines, fix_stage = _propose(_reading(head_config, (base_report, head_report), {b.file for b in introduced}),
-                                                  introduced)
+            fixes, declines, fix_stage = _propose(_reading(head_config, records, {b.file for b in introduced}), introduced)
         else:
             fixes, declines, fix_stage = {}, {}, rv.Stage("fix", False, "fixes were not asked for (--no-fix)")
         stages.append(fix_stage)
         seconds["fix"] = time.monotonic() - started
         started = time.monotonic()
-        reading = _reading(head_config, (base_report, head_report), {e.file for fx in fixes.values() for e in fx.edits})
+        reading = _reading(head_config, records, {e.file for fx in fixes.values() for e in fx.edits})
         if propose_fixes and fixes and head_config.targets and not reading.targets:
             verdicts, verify_stage = {}, rv.Stage("verify", False, "no target reads the files the fixes edit: they "
                                                                     "cannot be verified, so none is suggested")
@@ -319,8 +329,11 @@ def analyse(
         passed = {fp: fx for fp, fx in fixes.items() if (verdicts.get(fp) or {}).get("ok")}
         seconds["verify"] = time.monotonic() - started
         started = time.monotonic()
-        benchmarks, bench_stage, withdrawn = _bench(reading, passed, bench, verdicts, progress=say,
-                                                    reads=_reads((base_report, head_report)))
+        own = dataclasses.replace(reading, targets=tuple(t for t in reading.targets if t.name in set(names)))
+        if bench and passed and reading.targets and not own.targets:
+            benchmarks, bench_stage, withdrawn = {}, rv.Stage("bench", False, "the targets that read the fixed files are other shards'"), {}
+        else:
+            benchmarks, bench_stage, withdrawn = _bench(own, passed, bench, verdicts, progress=say, reads=_reads(records))
         for fp, why in withdrawn.items():  # made a target slower: shown with the reason, never suggested
             del fixes[fp]
             declines[fp] = why
@@ -364,8 +377,8 @@ def analyse(
                        total_s=round(seconds["total"], 3), targets_analysed=len(names) - len(unaffected),
                        targets_unaffected=len(unaffected), base_targets_cached=len(sides.base_cached),
                        base_targets_run=len(names) - len(sides.base_cached), cache=cache_state)
-    shard_info = (rv.Shard(shard[0], shard[1], config_digest(dataclasses.replace(gate_config, root=Path("."))), plan)
-                  if shard is not None else None)
+    shard_info = (rv.Shard(shard[0], shard[1], config_digest(dataclasses.replace(gate_config, root=Path("."))), plan,
+                           tuple(sorted(t.name for t in gate_config.targets))) if shard is not None else None)
     errors = tuple(rv.FileError(e.path, e.message[:2000]) for e in head_report.errors)
     errors += tuple(rv.FileError(path[:1000], why) for path, why in refused)
     # The policy is the base branch's: a pull request does not get to loosen it for itself.

@@ -2,22 +2,28 @@
 partial review; ``graphmend merge`` joins the partials into one ``review.json``.
 
 The shares are deterministic and balanced: targets are taken longest first (by the duration
-recorded in the base's cached results; a target without one weighs as the median of the known
-ones, or 1 s) and each goes to the least loaded shard, ties to the lower index, names breaking
-ties between equal durations. Every partial carries the whole plan, so ``merge`` knows which
-targets a shard that did not report was to analyse. Shard 1 also does the static pass.
+recorded in the base's cached results) and each goes to the least loaded shard, ties to the
+lower index, names breaking ties between equal durations. Every shard must plan the same
+shares, yet each may hold another part of the base's results (on ephemeral runners each shard
+restores the entry it saved itself, which holds its own share): so durations are used only when
+every target has one, and otherwise every target weighs the same (a share is then balanced by
+count, and the same whatever part of the record a shard holds). Every partial carries the
+whole plan, so ``merge`` knows which targets a shard that did not report was to analyse.
+Shard 1 also does the static pass.
 
 ``merge`` refuses partials of different base or head commits or configurations, or two for one
 shard. A shard with no partial is a failed one: its targets become "not-analysed" with an error
 naming the shard, so the gate fails closed (``bot.gate`` fails on a target with an error), and
-the merge exits non-zero.
+the merge exits non-zero. The plans are checked against the configured targets (every partial
+records them; ``merge`` run in a checkout that holds the base commit reads them from the base's
+configuration instead): a configured target that no shard planned is "not-analysed" too, named,
+and a plan that names a target not configured is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import statistics
 from typing import Optional, Sequence
 
 SHARD_MAX = 256
@@ -39,11 +45,12 @@ def parse(text: str) -> tuple[int, int]:
 
 
 def plan(names: Sequence[str], durations: dict[str, Optional[float]], count: int) -> tuple[tuple[str, ...], ...]:
-    """``count`` shares of ``names``, balanced by ``durations`` (longest first, to the least loaded)."""
-    known = [d for d in durations.values() if d is not None and d > 0]
-    default = statistics.median(known) if known else 1.0
+    """``count`` shares of ``names``, balanced by ``durations`` (longest first, to the least
+    loaded) when every name has one, else by count: a shard that knows only some durations
+    plans what one that knows none does."""
+    complete = all((durations.get(n) or 0) > 0 for n in names)
     # Rounded to a tenth of a second: a run's jitter does not move a target between shards.
-    weight = {n: round(durations.get(n) or default, 1) for n in names}
+    weight = {n: round(durations[n], 1) if complete else 1.0 for n in names}  # type: ignore[arg-type]
     loads = [0.0] * count
     shares: list[list[str]] = [[] for _ in range(count)]
     for name in sorted(set(names), key=lambda n: (-weight[n], n)):
@@ -53,8 +60,10 @@ def plan(names: Sequence[str], durations: dict[str, Optional[float]], count: int
     return tuple(tuple(sorted(s)) for s in shares)
 
 
-def merge(partials: Sequence, sources: Sequence[str] = ()):  # -> (Review, problems, Verdict)
-    """One review from the partials, the problems found (missing shards), and its verdict."""
+def merge(partials: Sequence, sources: Sequence[str] = (), configured: Optional[Sequence[str]] = None):
+    """One review from the partials, the problems found (missing shards, unplanned targets), and
+    its verdict: ``(Review, problems, Verdict)``. ``configured``: the targets the base's
+    configuration has, read from a checkout (default: those the partials recorded)."""
     from bot import review as rv
     from bot.gate import compute_verdict
 
@@ -74,9 +83,20 @@ def merge(partials: Sequence, sources: Sequence[str] = ()):  # -> (Review, probl
                                  f"partials of one run only")
         if p.shard.index in by_index:
             raise ShardError(f"{name}: two partials for shard {p.shard.index}/{p.shard.count}")
+        if len(p.shard.plan) != p.shard.count:
+            raise ShardError(f"{name}: its plan has {len(p.shard.plan)} shares for {p.shard.count} shards")
+        if p.shard.targets != first.shard.targets:
+            raise ShardError(f"{name} is for other targets than {names[0]}: partials of one run only")
         by_index[p.shard.index] = p
     count = first.shard.count
     plans = {p.shard.plan for p in partials}
+    expected = sorted(set(first.shard.targets if configured is None else configured))
+    planned = {n for plan_ in plans for share in plan_ for n in share}
+    stray = sorted(planned - set(expected))
+    if stray:
+        raise ShardError(f"the shards planned targets that are not configured ({', '.join(stray)[:300]}): "
+                         + ("partials of one run only" if configured is None
+                            else "the partials are not of this checkout's base configuration"))
     problems: list[str] = []
     if len(plans) > 1:
         problems.append("the shards planned different shares (restore the same cache in every shard); "
@@ -103,6 +123,13 @@ def merge(partials: Sequence, sources: Sequence[str] = ()):  # -> (Review, probl
                     why = (f"not analysed: shard {index}/{count} did not report" if index not in by_index
                            else f"not analysed: no shard reported it (shard {index}/{count} planned other targets)")
                     targets[name] = rv.TargetSummary(name=name, head=rv.Counts(0, 0, why), status="not-analysed", reason=why)
+    unplanned = [n for n in expected if n not in planned]
+    if unplanned:
+        problems.append(f"{len(unplanned)} configured target(s) in no shard's plan, not analysed (the gate fails): "
+                        + ", ".join(unplanned)[:1500])
+    for name in unplanned:
+        why = "not analysed: configured, but in no shard's plan"
+        targets[name] = rv.TargetSummary(name=name, head=rv.Counts(0, 0, why), status="not-analysed", reason=why)
     for index in range(1, count + 1):
         if index not in by_index:
             # The shard itself is a target that could not run: whoever recomputes the gate from

@@ -216,3 +216,28 @@ def test_every_link_on_the_way_to_a_file_read_is_in_the_record(tmp_path):
     assert _names_of(str(tmp_path / "impl" / "c.py")) == {str(tmp_path / "impl" / "c.py")}
     os.symlink("loop", tmp_path / "loop")
     assert str(tmp_path / "loop") in _names_of(str(tmp_path / "loop"))  # a loop ends at the kernel's limit
+
+
+def test_a_shard_verifies_its_fixes_on_the_other_shards_targets_that_may_read_the_files():
+    """What a shard knows of the targets outside its share: an unaffected one's base record stands
+    for its head (it is verified on only if it reads a fixed file); an affected one has its head
+    record in another shard (so it is verified on); one with no base record here is unknown."""
+    from graphmend.affected import outside_share
+    from graphmend.cache import Entry
+    from graphmend.model import CheckReport
+    from graphmend.pr import _reading
+
+    config = Config(root=Path("."), targets=tuple(TargetConfig(name=n, entry=f"t:{n}") for n in ("ta", "tb", "tc", "td")))
+    records = {"ta": ("src/a.py",), "tb": ("src/b.py",), "tc": ("src/c.py", "src/a.py")}
+    entry = Entry(CheckReport(targets=tuple(TargetResult(name=n, depends_on=d) for n, d in records.items())),
+                  frozenset(records), False)
+    changes = (Change("M", "src/a.py"), Change("M", "src/c.py"))
+
+    outside = outside_share(entry, ["ta", "tb", "tc", "td"], ["ta"], changes, config, None)
+
+    assert [t.name for t in outside.carried] == ["tb"]  # tc reads a changed file: affected; td: no record here
+    assert outside.unknown == ("td",)
+    mine = CheckReport(targets=(TargetResult(name="ta", depends_on=("src/a.py",)),))
+    verified_on = _reading(config, (mine, mine, CheckReport(targets=outside.carried)), {"src/a.py"})
+    assert [t.name for t in verified_on.targets] == ["ta", "tc", "td"]  # never tb, which reads src/b.py only
+    assert outside_share(entry, ["ta", "tb", "tc", "td"], ["ta"], None, config, None).carried == ()  # --all-targets

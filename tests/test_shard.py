@@ -35,19 +35,41 @@ def test_the_plan_is_balanced_by_duration_and_deterministic():
     assert sorted(n for s in shares for n in s) == sorted(durations)
     loads = [sum(durations[n] for n in s) for s in shares]
     assert max(loads) - min(loads) <= 10, loads  # by count alone, one shard would get 60+30+10+5=105 of 232
-    # a target with no recorded duration weighs as the median of the known ones
-    assert sum(map(len, plan(["new", *durations], durations, 3))) == 13
+    # a target with no recorded duration: every target weighs the same (balanced by count)
+    assert plan(["new", *durations], durations, 3) == plan(["new", *durations], {}, 3)
+    assert sorted(map(len, plan(["new", *durations], durations, 3))) == [4, 4, 5]
+
+
+def test_shards_holding_different_parts_of_the_record_plan_the_same_shares():
+    """On ephemeral runners each shard restores the cache entry it saved: its own share's
+    durations. Were the unknown ones guessed (e.g. as the median of the known), each shard would
+    plan other shares, and a target could fall between them."""
+    names = [f"t{i}" for i in range(9)]
+    durations = {n: float(d) for n, d in zip(names, [9, 1, 7, 3, 5, 2, 8, 4, 6])}
+    cold = plan(names, {}, 3)
+    for index, share in enumerate(cold, start=1):
+        restored = {n: durations[n] for n in share}  # what this shard stored on the cold run
+        assert plan(names, restored, 3) == cold, index
+    assert plan(names, durations, 3) != cold  # a complete record balances by duration
 
 
 @pytest.fixture(scope="module")
-def pr(tmp_path_factory):
-    """A pull request adding a break to src/a.py, with the base in a warm cache."""
+def warm(tmp_path_factory):
+    """(root, base, head, cache): a pull request adding a break to src/a.py, the cache folder empty."""
     cache = tmp_path_factory.mktemp("cache")
     root, base = make_base(tmp_path_factory.mktemp("repo"))
     head = commit(root, {"src/a.py": MODEL_A_BROKEN})
-    unsharded = analyse(root, base, head, cache_dir=cache, propose_fixes=False)  # also warms the cache
-    partials = [analyse(root, base, head, cache_dir=cache, propose_fixes=False, shard=(i, 4)).review for i in range(1, 5)]
-    return unsharded.review, partials
+    return root, base, head, cache
+
+
+@pytest.fixture(scope="module")
+def pr(warm):
+    """The pull request analysed unsharded (which warms the cache with every target) and as 4
+    shards, fixes proposed and verified: each shard then holds every target's base record."""
+    root, base, head, cache = warm
+    unsharded = analyse(root, base, head, cache_dir=cache)  # also warms the cache
+    partials = [analyse(root, base, head, cache_dir=cache, shard=(i, 4)).review for i in range(1, 5)]
+    return unsharded.review, partials, root
 
 
 def _comparable(review) -> dict:
@@ -60,8 +82,13 @@ def _comparable(review) -> dict:
     return data
 
 
-def test_four_shards_merged_equal_the_unsharded_review(pr):
-    unsharded, partials = pr
+def test_four_shards_merged_equal_the_unsharded_review_fixes_included(pr):
+    """Each shard proposes fixes for the breaks its targets found and verifies them on every target
+    that reads the files they edit, its own or (by the record in the shared base cache) another
+    shard's: the merged review, fixes and their verification included, is the unsharded one."""
+    unsharded, partials, _ = pr
+    [new] = [f for f in unsharded.findings if f.status == "introduced" and f.target == "ta"]
+    assert new.fix is not None and new.fix.verification.status == "passed"
     assert all(p.shard is not None and p.shard.count == 4 for p in partials)
     assert sorted(n for p in partials for n in p.shard.plan[p.shard.index - 1]) == ["ta", "tb"]
     merged, problems, verdict = merge(partials)
@@ -71,8 +98,50 @@ def test_four_shards_merged_equal_the_unsharded_review(pr):
     assert merged.timing.targets_analysed == 1 and merged.timing.targets_unaffected == 1
 
 
+def test_a_cold_cache_runs_each_shards_share_of_the_base_once_and_then_hits(tmp_path):
+    """As on ephemeral runners: each shard has its own cache folder (the entry actions/cache saved
+    for it). Cold, a shard runs the base for its own share only and stores only that; the next
+    run of every shard is a hit for all its targets, and the shards still plan the same shares."""
+    from graphmend import cache as cache_mod
+
+    root, base = make_base(tmp_path)
+    head = commit(root, {"README.md": "# models\n\nMore words.\n"})
+    folders = [tmp_path / f"cache-{i}" for i in (1, 2)]
+    cold = [analyse(root, base, head, cache_dir=folders[i - 1], propose_fixes=False, shard=(i, 2)).review for i in (1, 2)]
+    plan_ = cold[0].shard.plan
+    assert plan_ == cold[1].shard.plan == (("ta",), ("tb",))
+    for i, review in enumerate(cold, start=1):
+        assert (review.timing.base_targets_run, review.timing.base_targets_cached, review.timing.cache) == (1, 0, "miss")
+        assert review.timing.targets_analysed == 0  # a README-only pull request: no target on the head
+        [path] = folders[i - 1].glob("*.json")
+        entry = cache_mod.load(folders[i - 1], path.stem)
+        assert entry.targets == set(plan_[i - 1]) and entry.static == (i == 1)  # only what this shard ran
+
+    warm = [analyse(root, base, head, cache_dir=folders[i - 1], propose_fixes=False, shard=(i, 2)).review for i in (1, 2)]
+    assert [w.shard.plan for w in warm] == [plan_, plan_]
+    assert [(w.timing.base_targets_run, w.timing.base_targets_cached, w.timing.cache) for w in warm] == [(0, 1, "hit")] * 2
+    merged_cold, problems, _ = merge(cold)
+    merged_warm, problems_warm, verdict = merge(warm)
+    assert problems == problems_warm == [] and verdict.passed
+    assert _comparable(merged_warm) == _comparable(merged_cold)
+
+
+def test_a_shard_without_the_other_shards_records_proposes_no_fix_and_says_why(tmp_path):
+    """A cold cache of its own (as on an ephemeral runner): the shard cannot tell whether the other
+    shard's target reads src/a.py, so a fix it verified on its own targets alone could break that
+    one. It proposes none, and the finding says why."""
+    root, base = make_base(tmp_path)
+    head = commit(root, {"src/a.py": MODEL_A_BROKEN})
+    review = analyse(root, base, head, cache_dir=tmp_path / "cache", shard=(1, 2)).review
+    assert review.shard.plan == (("ta",), ("tb",))
+    fix = next(s for s in review.stages if s.name == "fix")
+    assert not fix.ran and "no record of what 1 target(s) of the other shards read (tb)" in fix.reason
+    [new] = [f for f in review.findings if f.status == "introduced"]
+    assert new.fix is None and "no record of what" in (new.decline or "")
+
+
 def test_a_missing_shard_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
-    _, partials = pr
+    _, partials, _ = pr
     holder = next(p for p in partials if "ta" in p.shard.plan[p.shard.index - 1])
     files = []
     for p in partials:
@@ -95,8 +164,71 @@ def test_a_missing_shard_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
     assert "#### Time" in (tmp_path / "summary.md").read_text()
 
 
+def _without(partial, name: str):
+    """``partial`` as a run would write it whose plan left ``name`` out (a bug, or another configuration)."""
+    shard = partial.shard
+    return dataclasses.replace(partial, shard=dataclasses.replace(
+        shard, plan=tuple(tuple(n for n in s if n != name) for s in shard.plan)))
+
+
+def test_a_configured_target_no_shard_planned_fails_the_merged_gate_naming_it(pr, tmp_path, capsys):
+    _, partials, _ = pr
+    assert all(p.shard.targets == ("ta", "tb") for p in partials)  # every partial records the configured targets
+    unplanned = [_without(p, "ta") for p in partials]  # ta's shard still reports it, but ta is in no plan
+
+    merged, problems, verdict = merge(unplanned)
+
+    assert any("in no shard's plan" in p and "ta" in p for p in problems), problems
+    ta = next(t for t in merged.targets if t.name == "ta")
+    assert ta.status == "not-analysed" and "in no shard's plan" in ta.head.error
+    assert not verdict.passed and "ta" in verdict.failed_targets
+    assert not any(f.target == "ta" for f in merged.findings)  # the results of an unplanned target are not used
+
+    files = []
+    for p in unplanned:
+        files.append(tmp_path / f"p{p.shard.index}.json")
+        files[-1].write_text(dump(p))
+    assert main(["merge", *map(str, files), "-o", str(tmp_path / "r.json"), "-C", str(tmp_path)]) == 1
+    assert "in no shard's plan, not analysed (the gate fails): ta" in capsys.readouterr().err
+    assert not compute_verdict(load(tmp_path / "r.json")).passed
+
+
+def test_merge_in_a_checkout_checks_the_plan_against_the_base_configuration(pr, tmp_path, capsys):
+    _, partials, root = pr
+    # Partials of a run whose configuration had ta only (consistent among themselves): the base
+    # commit's graphmend.yml also configures tb, which none of them planned.
+    narrow = [dataclasses.replace(p, shard=dataclasses.replace(p.shard, targets=("ta",))) for p in
+              (_without(p, "tb") for p in partials)]
+    files = []
+    for p in narrow:
+        files.append(tmp_path / f"p{p.shard.index}.json")
+        files[-1].write_text(dump(p))
+    elsewhere = tmp_path / "not-a-checkout"
+    elsewhere.mkdir()
+    out = tmp_path / "review.json"
+
+    assert main(["merge", *map(str, files), "-o", str(out), "-C", str(elsewhere)]) == 1  # ta's break: not because of tb
+    assert "tb" not in {t.name for t in load(out).targets}
+    capsys.readouterr()
+    assert main(["merge", *map(str, files), "-o", str(out), "-C", str(root), "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    assert "in no shard's plan, not analysed (the gate fails): tb" in captured.err
+    assert json.loads(captured.out)["configured_targets_from"] == "base commit"
+    tb = next(t for t in load(out).targets if t.name == "tb")
+    assert tb.status == "not-analysed" and "tb" in compute_verdict(load(out)).failed_targets
+
+
+def test_a_plan_naming_a_target_not_configured_is_refused(pr):
+    _, partials, _ = pr
+    with pytest.raises(ShardError, match=r"planned targets that are not configured \(tb\)"):
+        merge(partials, configured=["ta"])
+    other = dataclasses.replace(partials[1], shard=dataclasses.replace(partials[1].shard, targets=("ta",)))
+    with pytest.raises(ShardError, match="for other targets"):
+        merge([partials[0], other, *partials[2:]])
+
+
 def test_partials_of_another_head_or_configuration_are_refused(pr, tmp_path, capsys):
-    _, partials = pr
+    _, partials, _ = pr
     other = dataclasses.replace(partials[1], head_sha="f" * 40)
     with pytest.raises(ShardError, match="another head commit"):
         merge([partials[0], other, *partials[2:]])
@@ -115,13 +247,13 @@ def test_partials_of_another_head_or_configuration_are_refused(pr, tmp_path, cap
 
 
 def test_an_unsharded_review_is_not_a_partial(pr):
-    unsharded, _ = pr
+    unsharded, _, _ = pr
     with pytest.raises(ShardError, match="not a partial review"):
         merge([unsharded])
 
 
 def test_post_refuses_a_partial_review(pr, tmp_path, capsys):
-    _, partials = pr
+    _, partials, _ = pr
     path = tmp_path / "partial.json"
     path.write_text(dump(partials[0]))
     assert main(["post", str(path), "--pr", "1", "--head-sha", partials[0].head_sha]) == 2

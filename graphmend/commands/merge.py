@@ -5,7 +5,9 @@ of the targets. ``merge`` checks that the partials belong together (one base and
 configuration, one shard count, one partial per shard), joins them and writes ``review.json``
 and the step summary, for ``graphmend post`` to post once. A shard without a partial (its job
 failed or its artifact is missing) is named, and its targets are marked not-analysed: the merged
-gate fails closed. Partial reports of ``scan --shard I/N --partial FILE`` are joined the same way
+gate fails closed. So is a configured target that no shard planned: the configured targets are
+the base commit's configuration when ``-C`` (default: the current directory) is a checkout that
+holds the base commit, else the list every partial records. Partial reports of ``scan --shard I/N --partial FILE`` are joined the same way
 into the SARIF file (``--sarif``) and the step summary. Exit codes: 0 the gate passes (scan: no
 breaks); 1 it fails, a shard is missing (scan: breaks remain); 2 partials that do not belong
 together, or unreadable ones.
@@ -88,8 +90,9 @@ def _merge_reviews(args: argparse.Namespace, files: list[Path], data: list) -> i
             partials.append(from_json(item))
         except ReviewError as exc:
             raise UsageError(f"{path}: {exc}") from None
+    configured = _configured_targets(Path(args.root), partials[0].base_sha, args.config) if partials else None
     try:
-        review, problems, verdict = merge(partials, [str(p) for p in files])
+        review, problems, verdict = merge(partials, [str(p) for p in files], configured)
     except ShardError as exc:
         raise UsageError(str(exc)) from None
     out = Path(args.output)
@@ -104,10 +107,24 @@ def _merge_reviews(args: argparse.Namespace, files: list[Path], data: list) -> i
         print(f"graphmend merge: {problem}", file=sys.stderr)
     if args.format == "json":
         print(json.dumps({"passed": verdict.passed, "problems": problems, "partials": len(partials),
-                          "output": args.output}, indent=2, sort_keys=True))
+                          "output": args.output, "configured_targets_from": "partials" if configured is None
+                          else "base commit"}, indent=2, sort_keys=True))
     else:
         print(f"graphmend merge: {len(partials)} partial(s): {verdict.headline}; wrote {args.output}")
     return 0 if verdict.passed and not problems else 1
+
+
+def _configured_targets(root: Path, base_sha: str, config_name) -> "list[str] | None":  # noqa: ANN001
+    """The target names of the base commit's configuration (as ``pr`` scoped the run), or None
+    when ``root`` is not a checkout that holds the base commit."""
+    from graphmend.pr import PrError, resolve, scope_config
+
+    try:
+        sha = resolve(root, base_sha, "base")
+    except (PrError, OSError):
+        return None
+    config, _accepted, _problem = scope_config(root.resolve(), sha, config_name)
+    return [t.name for t in config.targets]
 
 
 def _merge_scan(args: argparse.Namespace, files: list[Path], data: list) -> int:
