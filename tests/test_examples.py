@@ -189,7 +189,7 @@ def test_every_label_is_a_promise(checked, tmp_path):
             assert b["lever"] == "none" and "GM501 declined" in b["lever_reason"], b
     for name, setting, before in set(advised):
         config = (root / "graphmend.yml").read_text()
-        (root / "graphmend.yml").write_text(config.replace(f"entry: src.tinymodels.moe:tiny_moe",
+        (root / "graphmend.yml").write_text(config.replace("entry: src.tinymodels.moe:tiny_moe",
                                                            f"entry: src.tinymodels.moe:tiny_moe\n    dynamo_config: [{setting}]"))
         shutil.copytree(EXAMPLES / "src", root / "src", dirs_exist_ok=True)  # the original code, not the fixed one
         proc = graphmend("check", "--no-static", "--target", name, "--format", "json", cwd=root)

@@ -8,7 +8,6 @@ README's text, unchanged.
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
