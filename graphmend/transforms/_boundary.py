@@ -100,6 +100,9 @@ def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Unio
     a file that has the runtime already.
     """
     spot = ctx.runtime if ctx is not None else None
+    early = import_time_use(source)
+    if early:
+        return early
     files: tuple[FileWrite, ...] = ()
     if spot is not None and not _has_inline(source):
         copy = RC.needed(spot)
@@ -112,6 +115,32 @@ def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Unio
     # applying whole-line edits and takes the newline away again afterwards.)
     text = RC.import_lines(spot) if spot is not None else RUNTIME
     return (RC.tail_edit(source.path, source.lines, text),), files
+
+
+def import_time_use(source: SourceFile) -> Optional[str]:
+    """Why module-level code may run this file's functions before its last line, or None.
+
+    The runtime (its import, or the inline copy) and the helpers are appended at the END of the
+    file, so a rewritten call site that runs while the module is still executing (an ``if
+    __name__ == "__main__":`` block, ``main()`` or ``Model()(x)`` at module level) would meet
+    ``NameError`` where the original ran."""
+    from graphmend.transforms.base import iter_nodes
+
+    local = {s.name.value for s in source.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    for stmt in source.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.If) and any(n.value == "__name__" for n in iter_nodes(stmt.test, (cst.Name,))):
+            return (f"the `if __name__ ...` block at line {source.line(stmt)} runs this file's code while the module "
+                    "is still executing, before the runtime appended at its end is defined (NameError)")
+        for call in iter_nodes(stmt, (cst.Call,)):
+            root = call.func
+            while isinstance(root, (cst.Attribute, cst.Call)):
+                root = root.value if isinstance(root, cst.Attribute) else root.func
+            if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend"):
+                return (f"`{root.value}(...)` at line {source.line(stmt)} runs this file's code while the module is "
+                        "still executing, before the runtime appended at its end is defined (NameError)")
+    return None
 
 
 def _has_inline(source: SourceFile) -> bool:
