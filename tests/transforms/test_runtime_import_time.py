@@ -70,3 +70,34 @@ def test_a_file_whose_module_level_code_runs_nothing_of_it_is_still_fixed(tmp_pa
     program = MODEL + "\n\nlogger_name = __name__.upper()\nSIZES = dict(a=1)\n"
     result = fix_program(program, threshold=Safety.SAFE)
     assert {f.rule for f in result.applied} >= {"GM301"}
+
+
+def test_a_module_of_a_repository_whose_root_is_a_package_gets_the_runtime_inline(tmp_path, monkeypatch):
+    """`from ._graphmend_runtime import ...` in a module at the root of a repository that has an
+    `__init__.py` there: imported from the root as a top-level module (how its scripts, tests and
+    targets import it), the relative import fails with ImportError."""
+    import importlib
+    import sys
+
+    from graphmend.transforms import _runtime_copy as RC
+    from graphmend.transforms.base import RuleContext
+    from graphmend.transforms.engine import fix_text
+    from graphmend.transforms.registry import all_rules
+
+    (tmp_path / "__init__.py").write_text("")
+    program = MODEL.replace('        if (y < 0).any():\n            raise ValueError("negative")\n', "")
+    (tmp_path / "rootmod.py").write_text(program)
+    rules = [r for r in all_rules() if r.code.startswith("GM2")]
+    ctx = RuleContext(file="rootmod.py", threshold=Safety.SAFE, runtime=RC.locate(tmp_path, "rootmod.py"))
+    result = fix_text("rootmod.py", program, ctx, rules, rounds=4)
+    assert [f.rule for f in result.applied] == ["GM201"] and not [f for f in result.applied if f.files]
+    (tmp_path / "rootmod.py").write_text(result.text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("rootmod")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            module.M()(torch.ones(2))
+        assert out.getvalue() == "sum tensor(4.)\n"
+    finally:
+        sys.modules.pop("rootmod", None)
