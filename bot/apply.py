@@ -184,6 +184,11 @@ class Applier:
                 fixes: list, who: str) -> str:
         tree, _parents = client.git_commit(head_sha)
         modes = client.tree_modes(tree)
+        links = [p for p in sorted(changes) if modes.get(p, "100644") not in ("100644", "100755")]
+        if links:
+            # A symlink (120000): a blob written there stays a link, its target the new text.
+            raise ApplyRefused(f"{render.plain(links[0], 200)} is a symlink at the head (mode {modes[links[0]]}), "
+                               "which the bot never writes through")
         entries = []
         for path in sorted(changes):
             blob = client.create_blob(changes[path][1].encode("utf-8"))

@@ -100,6 +100,9 @@ def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Unio
     a file that has the runtime already.
     """
     spot = ctx.runtime if ctx is not None else None
+    early = import_time_use(source)
+    if early:
+        return early
     files: tuple[FileWrite, ...] = ()
     if spot is not None and not _has_inline(source):
         copy = RC.needed(spot)
@@ -112,6 +115,32 @@ def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Unio
     # applying whole-line edits and takes the newline away again afterwards.)
     text = RC.import_lines(spot) if spot is not None else RUNTIME
     return (RC.tail_edit(source.path, source.lines, text),), files
+
+
+def import_time_use(source: SourceFile) -> Optional[str]:
+    """Why module-level code may run this file's functions before its last line, or None.
+
+    The runtime (its import, or the inline copy) and the helpers are appended at the END of the
+    file, so a rewritten call site that runs while the module is still executing (an ``if
+    __name__ == "__main__":`` block, ``main()`` or ``Model()(x)`` at module level) would meet
+    ``NameError`` where the original ran."""
+    from graphmend.transforms.base import iter_nodes
+
+    local = {s.name.value for s in source.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    for stmt in source.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(stmt, cst.If) and any(n.value == "__name__" for n in iter_nodes(stmt.test, (cst.Name,))):
+            return (f"the `if __name__ ...` block at line {source.line(stmt)} runs this file's code while the module "
+                    "is still executing, before the runtime appended at its end is defined (NameError)")
+        for call in iter_nodes(stmt, (cst.Call,)):
+            root = call.func
+            while isinstance(root, (cst.Attribute, cst.Call)):
+                root = root.value if isinstance(root, cst.Attribute) else root.func
+            if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend"):
+                return (f"`{root.value}(...)` at line {source.line(stmt)} runs this file's code while the module is "
+                        "still executing, before the runtime appended at its end is defined (NameError)")
+    return None
 
 
 def _has_inline(source: SourceFile) -> bool:
@@ -333,7 +362,7 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
     func = enclosing_function(source, call)
     call_line = source.line(call)
     own = _enclosing_class(source, call)
-    related = _users_of(source, own.name.value) if own is not None else None
+    related = _in_graph_with(source, own.name.value) if own is not None else None
     for node in iter_nodes(source.module, (cst.If, cst.Assert, cst.Call)):
         if isinstance(node, cst.Call):
             if not (isinstance(node.func, cst.Name) and node.func.value == TRAP):
@@ -348,7 +377,7 @@ def region_may_raise(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
             continue  # runs before the call (and not again in a later iteration of a loop around both)
         cls = _enclosing_class(source, node)
         if related is not None and cls is not None and cls.name.value not in related:
-            continue  # a class that never calls into this one: another graph
+            continue  # a class never in a graph with this one
         return f"line {source.line(node)} may raise inside the same compiled graph (a tensor-valued check), and the records of a graph that raises are lost"
     if func is not None:
         for node in iter_nodes(func, (cst.Subscript, cst.Call)):
@@ -499,7 +528,8 @@ def state_written_before(source: SourceFile, site: cst.CSTNode) -> Optional[str]
 
     func = enclosing_function(source, site)
     own = _enclosing_class(source, site)
-    related = _users_of(source, own.name.value) if own is not None else set()
+    related = _in_graph_with(source, own.name.value) if own is not None else set()
+    stateful = _stateful_submodules(source, related)
     scopes = [func] if func is not None else []
     for stmt in source.module.body:
         if isinstance(stmt, cst.ClassDef) and stmt.name.value in related:
@@ -509,14 +539,42 @@ def state_written_before(source: SourceFile, site: cst.CSTNode) -> Optional[str]
         for node in iter_nodes(scope, (cst.AugAssign, cst.AssignTarget, cst.Call)):
             if scope is func and source.line(node) >= source.line(site) and not _same_loop(source, node, site, func):
                 continue
-            what = _state_write(node)
+            what = _state_write(node, stateful)
             if what:
                 return f"`{what}` at line {source.line(node)}"
     return None
 
 
-def _state_write(node: cst.CSTNode) -> Optional[str]:
+# torch modules whose forward updates their buffers in train mode (running statistics).
+STATEFUL_MODULES = ("BatchNorm", "InstanceNorm")
+
+
+def _stateful_submodules(source: SourceFile, classes: set[str]) -> set[str]:
+    """The attributes ``self.<name> = <a torch module that updates buffers in forward>(...)`` of
+    ``classes`` (the call ``self.<name>(x)`` writes state)."""
+    from graphmend.transforms.base import iter_nodes
+
+    names = set()
+    for stmt in source.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value in classes:
+            for assign in iter_nodes(stmt.body, (cst.Assign,)):
+                value = assign.value
+                leaf = value.func.attr.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                    else getattr(getattr(value, "func", None), "value", "")
+                if isinstance(leaf, str) and any(m in leaf for m in STATEFUL_MODULES):
+                    names.update(t.target.attr.value for t in assign.targets if isinstance(t.target, cst.Attribute))
+    return names
+
+
+def _state_write(node: cst.CSTNode, stateful: frozenset[str] | set[str] = frozenset()) -> Optional[str]:
     from graphmend.transforms._effects import code
+
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Call) and isinstance(node.func.func, cst.Name) \
+            and node.func.func.value == DEFERRED:
+        return code(node)  # a deferred print/log/warning: its record is state the graph returns
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in stateful \
+            and isinstance(node.func.value, cst.Name) and node.func.value.value == "self":
+        return code(node)  # a batch norm: its running statistics are updated in train mode
 
     if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
         return code(node)
@@ -587,8 +645,8 @@ def _enclosing_class(source: SourceFile, node: cst.CSTNode) -> Optional[cst.Clas
     return cur
 
 
-def _users_of(source: SourceFile, name: str) -> set[str]:
-    """``name`` and the classes of this file whose bodies mention it, transitively."""
+def _class_mentions(source: SourceFile) -> dict[str, set[str]]:
+    """Each class of this file -> the names and attribute names its body mentions."""
     from graphmend.transforms.base import iter_nodes
 
     mentions: dict[str, set[str]] = {}
@@ -597,6 +655,29 @@ def _users_of(source: SourceFile, name: str) -> set[str]:
             mentions[stmt.name.value] = {n.value for n in iter_nodes(stmt.body, (cst.Name,))} | {
                 n.attr.value for n in iter_nodes(stmt.body, (cst.Attribute,))
             }
+    return mentions
+
+
+def _in_graph_with(source: SourceFile, name: str) -> set[str]:
+    """The classes of this file whose code may run in one compiled graph with class ``name``'s:
+    the classes that use it (transitively: the compiled entry may be any of them) and every class
+    those mention (transitively: their submodules, which run before or after ``name``'s code)."""
+    mentions = _class_mentions(source)
+    found = _users_of(source, name)
+    changed = True
+    while changed:
+        changed = False
+        for cls in list(found):
+            for other in mentions:
+                if other not in found and other in mentions.get(cls, ()):
+                    found.add(other)
+                    changed = True
+    return found
+
+
+def _users_of(source: SourceFile, name: str) -> set[str]:
+    """``name`` and the classes of this file whose bodies mention it, transitively."""
+    mentions = _class_mentions(source)
     users = {name}
     changed = True
     while changed:

@@ -117,6 +117,11 @@ def locate(root: Path, rel: str, configured: Optional[str] = None) -> Optional[R
     top = folder
     while top.parent != top and (root / top.parent / "__init__.py").is_file():
         top = top.parent
+    if not top.parts:
+        # The repository's root is the package: its import name is the checkout's folder name,
+        # which nothing here knows, and its modules are usually imported from the root as top-level
+        # modules, where a relative import fails: the runtime goes inline, as for a script.
+        return None
     path = Path(configured) if configured else top / FILE_NAME
     here, there = folder.parts, path.parent.parts
     common = 0

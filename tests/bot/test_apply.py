@@ -15,7 +15,7 @@ import pytest
 from bot.suggest import apply_line_edits
 from bot.review import Edit
 from graphmend.cli import main
-from tests.bot.conftest import (BASE_MODEL, FP_NONZERO, HEAD_MODEL, REPO_NAME, TOKEN, PrRepo, commit_all, git, pr_review,
+from tests.bot.conftest import (BASE_MODEL, FP_BRANCH, FP_NONZERO, HEAD_MODEL, REPO_NAME, TOKEN, PrRepo, commit_all, git, pr_review,
                                 write_review)
 from tests.github_server import apply_ops
 
@@ -245,3 +245,26 @@ def test_the_runtime_module_a_fix_needs_is_committed_with_it(monkeypatch, capsys
     code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
     assert code == 0 and result["files"] == ["src/_graphmend_runtime.py", "src/model.py"]
     assert git(pull.root, "show", "feature:src/_graphmend_runtime.py") + "\n" == runtime
+
+
+def test_a_symlink_at_the_head_is_never_written(monkeypatch, capsys, server, pull, tmp_path):
+    """A fix naming a path that is a symlink at the head: a blob written there would keep the link's
+    mode and become the link's target (GitHub's contents API follows a link to a file, so the
+    edits would apply to the file it points to). Refused; the branch does not move."""
+    (pull.root / "src" / "alias.py").symlink_to("model.py")
+    head = commit_all(pull.root, "an alias")
+    server.open_pull(REPO_NAME, pull.base, head)
+    data = pr_review(pull.base, head)
+    data["findings"] = [f for f in data["findings"] if f["fingerprint"] == FP_BRANCH]
+    data["findings"][0]["file"] = "src/alias.py"
+    data["findings"][0]["line"] = 1
+    data["findings"][0]["fix"]["edits"] = [{"file": "src/alias.py", "start_line": 2, "end_line": 1,
+                                           "new_text": "import os\n", "old_text": ""}]
+    review = write_review(tmp_path, data)
+    post(monkeypatch, capsys, server, review, head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused" and "src/alias.py" in result["reason"], result
+    assert "symlink" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == head
+    assert not server.requests("POST", r"/git/(trees|commits)")
