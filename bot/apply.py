@@ -30,7 +30,7 @@ from typing import Callable, Optional
 
 from bot import markers, render
 from bot.diff_filter import offered_fixes
-from bot.github_client import GitHubClient, GitHubError, Unprocessable
+from bot.github_client import GitHubClient, GitHubError, ReviewInfo, Unprocessable
 from bot.post import Poster, PullTarget, committable, offered_digest, repo_path
 from bot.review import FileChange, FixProposal, Review
 from bot.suggest import EditError, apply_line_edits, files_needed
@@ -96,11 +96,17 @@ class Applier:
         fixes = offered_fixes(review)
         if not fixes:
             raise ApplyRefused(f"the analysis of {pull.head_sha[:7]} has no verified fix to commit")
-        posted = self._posted_digest(pull.head_sha)
+        posted = self._posted_review(pull.head_sha)
         if posted is None:
             raise ApplyRefused(f"GraphMend has not reviewed {pull.head_sha[:7]} yet: wait for its review, then comment again")
-        if posted != offered_digest(review):
+        if markers.find_fixes(posted.body) != offered_digest(review):
             raise ApplyRefused("the fixes in the analysis are not the ones the review for this head offered: refused")
+        unseen = [f for f, fx in fixes if not shown_in(fx, self._review_text(posted))]
+        if unseen:
+            where = ", ".join(f"{f.file}:{f.line}" for f in unseen[:5])
+            raise ApplyRefused(f"{len(unseen)} fix(es) were never shown in full in the review ({where}: too long or past "
+                               "the review's limits), and only what a maintainer could read is committed; run "
+                               "`graphmend fix` locally")
         changes = self._changes(pull.head_sha, [fx for _, fx in fixes])
         if not changes:
             raise ApplyRefused("the fixes change nothing at the head")
@@ -118,13 +124,21 @@ class Applier:
         return self._answer(ApplyResult("committed", f"committed {sha[:7]} to {pull.head_ref}", sha,
                                         files=tuple(sorted(changes))), fixes=fixes)
 
-    def _posted_digest(self, head_sha: str) -> Optional[str]:
-        """The fixes digest in the bot's review of ``head_sha`` (the latest, if several)."""
+    def _posted_review(self, head_sha: str) -> Optional[ReviewInfo]:
+        """The bot's review of ``head_sha`` that carries a fixes digest (the latest, if several).
+        Only an app's review counts: a person (the pull request's author too) can post a review
+        with our markers, never one as a bot."""
         found = None
         for r in self.client.list_reviews(self.number):
-            if r.state != "PENDING" and markers.find_review(r.body) == head_sha and markers.find_fixes(r.body):
-                found = markers.find_fixes(r.body)
+            if (r.state != "PENDING" and r.user_type == "Bot" and r.user_login.endswith("[bot]")
+                    and markers.find_review(r.body) == head_sha and markers.find_fixes(r.body)):
+                found = r
         return found
+
+    def _review_text(self, review: ReviewInfo) -> str:
+        """What a maintainer could read of ``review``: its body and the inline comments posted with it."""
+        comments = [c.body for c in self.client.list_review_comments(self.number) if c.review_id == review.id]
+        return "\n".join([review.body] + comments)
 
     def _changes(self, head_sha: str, fixes: list[FixProposal]) -> dict[str, tuple[Optional[str], str]]:
         """path -> (text at the head or None, new text) of every file the fixes change, from the
@@ -226,6 +240,15 @@ class Applier:
             pass  # a reaction is a courtesy; the reply says everything
         return result
 
+
+
+def shown_in(fix: FixProposal, text: str) -> bool:
+    """Whether every line ``fix`` writes stands whole in ``text`` (a suggestion's line, or a
+    patch's ``+`` line): a fix too long for a comment, or cut by a review's limits, is not
+    committed on the strength of a review that never showed it."""
+    seen = set(text.splitlines())
+    seen |= {line[1:] for line in seen if line.startswith("+")}
+    return all(line in seen for e in fix.edits for line in e.new_text.splitlines())
 
 
 def unified_patch(changes: dict[str, tuple[Optional[str], str]]) -> str:

@@ -77,6 +77,8 @@ class ReviewInfo:
     state: str
     body: str
     commit_id: Optional[str]
+    user_login: str = ""
+    user_type: str = ""  # "Bot" for an app's (the bot's) review, "User" for a person's
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class ReviewCommentInfo:
     line: Optional[int]  # None when the comment is outdated (its line left the diff)
     commit_id: Optional[str]
     in_reply_to_id: Optional[int]
+    review_id: Optional[int] = None  # the review it was posted with
 
 
 @dataclass(frozen=True)
@@ -269,9 +272,15 @@ class GitHubClient:
     # -- reviews --------------------------------------------------------------------------------
 
     def list_reviews(self, number: int) -> list[ReviewInfo]:
-        return self._read(
-            lambda: [ReviewInfo(r.id, r.state, r.body or "", r.commit_id) for r in self._pull(number).get_reviews()]
-        )
+        def fetch() -> list[ReviewInfo]:
+            out = []
+            for r in self._pull(number).get_reviews():
+                user = r._rawData.get("user") or {}  # as listed: no extra request per review
+                out.append(ReviewInfo(r.id, r.state, r.body or "", r.commit_id, str(user.get("login") or ""),
+                                      str(user.get("type") or "")))
+            return out
+
+        return self._read(fetch)
 
     def delete_pending_review(self, number: int, review_id: int) -> None:
         self._delete(f"{self._repo.url}/pulls/{number}/reviews/{review_id}")
@@ -309,7 +318,8 @@ class GitHubClient:
                 # in_reply_to_id on a thread's first comment) would fetch the comment again.
                 raw = c._rawData
                 out.append(
-                    ReviewCommentInfo(c.id, c.body or "", c.path, raw.get("line"), raw.get("commit_id"), raw.get("in_reply_to_id"))
+                    ReviewCommentInfo(c.id, c.body or "", c.path, raw.get("line"), raw.get("commit_id"), raw.get("in_reply_to_id"),
+                                      raw.get("pull_request_review_id"))
                 )
             return out
 

@@ -268,3 +268,45 @@ def test_a_symlink_at_the_head_is_never_written(monkeypatch, capsys, server, pul
     assert "symlink" in result["reason"]
     assert git(pull.root, "rev-parse", "feature") == head
     assert not server.requests("POST", r"/git/(trees|commits)")
+
+
+def test_a_fix_the_review_never_showed_in_full_is_not_committed(monkeypatch, capsys, server, pull, tmp_path):
+    # review.json comes from the job that ran the pull request's code: a fix padded past what a
+    # review comment can show carries a payload no maintainer ever read.
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    data = json.loads(review_for(pull, tmp_path).read_text())
+    edit = next(f for f in data["findings"] if f.get("fix"))["fix"]["edits"][0]
+    edit["new_text"] += "        # " + "x" * 70000 + "\n        __import__('os').system('echo PWNED')\n"
+    review = write_review(tmp_path, data, "padded.json")
+    post(monkeypatch, capsys, server, review, pull.head)
+    shown = "\n".join([r.body for r in server.state.reviews] + [c.body for c in server.state.review_comments])
+    assert "PWNED" not in shown  # the premise: the review did not show it
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused" and "never shown in full" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+    assert not server.requests("POST", r"/git/(blobs|trees|commits)")
+
+
+def test_a_review_posted_by_a_person_with_the_bot_s_markers_is_not_the_bot_s(monkeypatch, capsys, server, pull, tmp_path):
+    # The author posts a COMMENT review that copies the bot's markers for a review.json of their own.
+    from tests.github_server import server as srv
+
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    data = json.loads(review.read_text())
+    data["findings"][0]["fix"]["edits"][0]["new_text"] = "        h = h * 2  # something else\n"
+    forged = write_review(tmp_path, data, "forged.json")
+    from bot import markers
+    from bot.post import offered_digest
+    from bot.review import load
+
+    bot_body = next(r.body for r in server.state.reviews if r.user.login.endswith("[bot]"))
+    body = bot_body.replace(markers.find_fixes(bot_body), offered_digest(load(forged)))
+    author = next(u for u in server.state.users.values() if u.login == "maintainer")
+    server.state.reviews.append(srv.Review(server.state.next_id(), 1, author, "COMMENTED", body, pull.head))
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, forged, comment)
+    assert code == 1 and "not the ones the review for this head offered" in result["reason"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
