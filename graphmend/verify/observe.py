@@ -101,11 +101,30 @@ def state_items(module: Any) -> dict[str, Any]:
         for name, value in vars(mod).items():
             if isinstance(value, torch.Tensor) or isinstance(value, PLAIN):
                 items[prefix + name] = value
+            elif isinstance(value, (list, tuple, dict)) and not name.startswith("_"):
+                _container_items(prefix + name, value, items, torch.Tensor)
         for store in ("_parameters", "_buffers"):
             for name, value in getattr(mod, store, {}).items():
                 if value is not None:
                     items[prefix + name] = value
     return items
+
+
+CONTAINER_ITEMS = 64  # of a list/tuple/dict attribute (a key/value cache), and two levels deep
+
+
+def _container_items(name: str, value: Any, items: dict[str, Any], tensor: type, depth: int = 0) -> None:
+    """The tensors and plain values kept in a container attribute, as ``name[0]``, ``name['k']``:
+    state a call may update in place or hand out as its result. Bounded in count and depth."""
+    pairs = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    for key, item in pairs[:CONTAINER_ITEMS]:
+        if not isinstance(key, (str, int)):
+            continue
+        path = f"{name}[{key!r}]"
+        if isinstance(item, tensor) or isinstance(item, PLAIN):
+            items[path] = item
+        elif isinstance(item, (list, tuple, dict)) and depth < 1:
+            _container_items(path, item, items, tensor, depth + 1)
 
 
 def _signature(value: Any) -> Any:
