@@ -429,11 +429,11 @@ def truth_code(torch_name: str) -> str:
     that is not a tensor on this call (None, a Python bool or number) is returned as it is, and
     `{SELECT_HELPER_NAME}` then chooses by its truth value as the `if` did. A sparse condition
     (no strided layout; a static check under Dynamo) is decided by `bool()`, exactly as the
-    `if` decided it, with the `if`'s own error.
+    `if` decided it, with the `if`'s own error; so is a meta one (which the `if` cannot decide).
     """
     if not isinstance(condition, {torch_name}.Tensor):
         return condition
-    if condition.layout != {torch_name}.strided:
+    if condition.layout != {torch_name}.strided or condition.device.type == "meta":
         return {torch_name}.tensor(bool(condition), device=condition.device)
     if condition.numel() != 1:
         raise RuntimeError(

@@ -45,7 +45,8 @@ def _helper_code(torch_name: str) -> str:
     and device), else the `if`.
 
     torch.where broadcasts a [3] value against a [1, 3] one, promotes float16 against
-    bfloat16 and has no kernel for sparse layouts; these checks are static under Dynamo (no
+    bfloat16 and has no kernel for sparse layouts or quantized values, and decides a meta
+    condition the `if` could not; these checks are static under Dynamo (no
     graph break), and when they fail the value is chosen exactly as the original `if` chose it.
     """
     if (
@@ -56,6 +57,8 @@ def _helper_code(torch_name: str) -> str:
         and if_true.dtype == if_false.dtype
         and if_true.device == if_false.device
         and condition.layout == if_true.layout == if_false.layout == {torch_name}.strided
+        and condition.device.type != "meta"
+        and not (if_true.is_quantized or if_false.is_quantized)
     ):
         return {torch_name}.where(condition, if_true, if_false)
     return if_true if condition else if_false
