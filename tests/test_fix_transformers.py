@@ -186,3 +186,71 @@ def test_outputs_equal_eager_and_compiled(fixed):
             torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True, msg=f"{key} {mode}")
         overflowed += key.endswith("True")
     assert overflowed == len(MODELS)
+
+
+# GM303 on real code: XLM and FlauBERT check `assert lengths.max().item() <= slen` in forward and
+# in the module-level helper get_masks. Their modeling files are copied (relative imports made
+# absolute), fixed with GM303 alone, and compiled: one graph, the same outputs, and the failing
+# check (a length past the sequence) still raises AssertionError, eagerly and compiled.
+ASSERT_COMPARE = r'''
+import json, sys, importlib
+import torch, transformers
+sys.path.insert(0, sys.argv[1])
+out = {}
+for name, cls, config in json.loads(sys.argv[2]):
+    cfg = getattr(transformers, config)(vocab_size=64, emb_dim=16, n_layers=1, n_heads=2, max_position_embeddings=32)
+    built = {}
+    for which in ("original", "fixed"):
+        torch.manual_seed(0)
+        built[which] = getattr(importlib.import_module(f"{which}.modeling_{name}"), cls)(cfg).eval()
+    ids = torch.randint(3, 60, (2, 8), generator=torch.Generator().manual_seed(1))
+    graphs = []
+    torch._dynamo.reset()
+    compiled = torch.compile(built["fixed"], backend=lambda gm, ex: graphs.append(gm) or gm.forward)
+    row = {}
+    with torch.no_grad():
+        want = built["original"](input_ids=ids).last_hidden_state
+        row["eager_equal"] = torch.equal(built["fixed"](input_ids=ids).last_hidden_state, want)
+        row["compiled_equal"] = torch.equal(compiled(input_ids=ids).last_hidden_state, want)
+        row["graphs"] = len(graphs)
+        for arm, model in (("original", built["original"]), ("compiled", compiled)):
+            try:
+                model(input_ids=ids, lengths=torch.tensor([8, 9]))
+                row[arm + "_fails"] = "no error"
+            except Exception as exc:
+                row[arm + "_fails"] = type(exc).__name__
+    out[name] = row
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("names", [[("xlm", "XLMModel", "XLMConfig"), ("flaubert", "FlaubertModel", "FlaubertConfig")]])
+def test_gm303_reaches_one_graph_on_xlm_and_flaubert(tmp_path, names):
+    from benchmarks.side_effects_table import copy_modeling_source
+    from graphmend.model import Safety
+    from graphmend.transforms.base import RuleContext
+    from graphmend.transforms.engine import fix_text
+    from graphmend.transforms.registry import get_rule
+
+    for which in ("original", "fixed"):
+        (tmp_path / which).mkdir()
+        (tmp_path / which / "__init__.py").write_text("")
+    for name, _, _ in names:
+        text = copy_modeling_source(name, f"modeling_{name}")
+        rel = f"fixed/modeling_{name}.py"
+        result = fix_text(rel, text, RuleContext(file=rel, threshold=Safety.SAFE, device="cpu", dtype="float32"),
+                          [get_rule("GM303")])
+        # the check in forward and the one in get_masks (lowered only under this file's entries)
+        assert [f.line for f in result.applied] == sorted(
+            i + 1 for i, line in enumerate(text.splitlines()) if "assert lengths.max().item() <= slen" in line), result.declined
+        assert "entries=(" in result.text
+        (tmp_path / "original" / f"modeling_{name}.py").write_text(text)
+        (tmp_path / rel).write_text(result.text)
+    proc = subprocess.run([sys.executable, "-c", ASSERT_COMPARE, str(tmp_path), json.dumps(names)], capture_output=True,
+                          text=True, timeout=900, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, _, _ in names:
+        row = report[name]
+        assert row == {"eager_equal": True, "compiled_equal": True, "graphs": 1,
+                       "original_fails": "AssertionError", "compiled_fails": "AssertionError"}, (name, row)
