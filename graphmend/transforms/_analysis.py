@@ -427,10 +427,14 @@ def truth_code(torch_name: str) -> str:
     `if t:` raises for a tensor of several or no elements; this raises the same error instead
     of letting torch.where broadcast the condition (numel is static under Dynamo). A condition
     that is not a tensor on this call (None, a Python bool or number) is returned as it is, and
-    `{SELECT_HELPER_NAME}` then chooses by its truth value as the `if` did.
+    `{SELECT_HELPER_NAME}` then chooses by its truth value as the `if` did. A sparse condition
+    (no strided layout; a static check under Dynamo) is decided by `bool()`, exactly as the
+    `if` decided it, with the `if`'s own error.
     """
     if not isinstance(condition, {torch_name}.Tensor):
         return condition
+    if condition.layout != {torch_name}.strided:
+        return {torch_name}.tensor(bool(condition), device=condition.device)
     if condition.numel() != 1:
         raise RuntimeError(
             "Boolean value of Tensor with no values is ambiguous"

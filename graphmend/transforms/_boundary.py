@@ -490,47 +490,50 @@ def _same_loop(source: SourceFile, a: cst.CSTNode, b: cst.CSTNode, func: cst.Fun
 
 
 def state_written_before(source: SourceFile, site: cst.CSTNode) -> Optional[str]:
-    """A write to state that outlives the call (an attribute, a subscript, an in-place tensor
-    update) that may run in the same compiled graph before ``site``: in its function before it
-    (or anywhere in a loop around it), or in any method of its class or of a class of this file
-    that uses it. A graph that raises inside (a lowered trap) loses such writes: Dynamo applies
-    them when the graph returns."""
-    from graphmend.transforms.base import iter_nodes
+    """A write to state that outlives the call (an attribute, a subscript, an in-place update of
+    a tensor it was given, a deferred record, a call that may do any of these) that may run in
+    the same compiled graph before ``site``, or why that cannot be told; None when nothing can.
+    A graph that raises inside (a lowered trap) loses such writes: Dynamo applies them when the
+    graph returns.
 
-    func = enclosing_function(source, site)
-    own = _enclosing_class(source, site)
-    related = _users_of(source, own.name.value) if own is not None else set()
-    scopes = [func] if func is not None else []
-    for stmt in source.module.body:
-        if isinstance(stmt, cst.ClassDef) and stmt.name.value in related:
-            scopes.extend(f for f in iter_nodes(stmt.body, (cst.FunctionDef,))
-                          if f is not func and f.name.value != "__init__")  # construction is not in the graph
-    for scope in scopes:
-        for node in iter_nodes(scope, (cst.AugAssign, cst.AssignTarget, cst.Call)):
-            if scope is func and source.line(node) >= source.line(site) and not _same_loop(source, node, site, func):
-                continue
-            what = _state_write(node)
-            if what:
-                return f"`{what}` at line {source.line(node)}"
-    return None
+    Only what can run between an entry's ``forward`` and the site counts (``_reach``): methods
+    that never run inside it (``_init_weights``) do not. In a method or a compiled function every
+    entry that reaches the site must be clean; in a module-level helper the clean entries are
+    enough, because the lowered check names them (:func:`trap_entries`) and the runtime keeps the
+    original check under any other."""
+    from graphmend.transforms import _reach
+
+    found = _reach.before(source, site)
+    if found.blocked:
+        return found.blocked
+    if found.own:
+        return found.own
+    if trap_entries(source, site) is None:
+        return next(iter(found.dirty.values()), None)
+    if found.clean or not found.dirty:
+        return None  # (no entry here at all: no boundary is proven, and the fix is unsafe)
+    return next(iter(found.dirty.values()))
 
 
-def _state_write(node: cst.CSTNode) -> Optional[str]:
-    from graphmend.transforms._effects import code
+def trap_entries(source: SourceFile, site: cst.CSTNode) -> Optional[tuple[str, ...]]:
+    """The entries a lowered check in a module-level helper may be lowered under (the module
+    classes of this file whose paths to it write nothing first), or None where the check needs
+    no such list (a method of a module class, a compiled function: every entry is checked; a
+    helper no class of this file calls: no boundary is proven, the fix is unsafe)."""
+    from graphmend.transforms import _reach
 
-    if isinstance(node, cst.AugAssign) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
-        return code(node)
-    if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Attribute, cst.Subscript)):
-        return code(node.target) + " = ..."
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        name = node.func.attr.value
-        receiver = node.func.value
-        if name.endswith("_") and not name.endswith("__") and isinstance(receiver, (cst.Attribute, cst.Subscript)):
-            return code(node)  # self.buf.add_(1): a buffer updated in place
-        if name in ("append", "extend", "insert", "pop", "update", "setdefault", "clear", "add", "remove") \
-                and isinstance(receiver, cst.Attribute):
-            return code(node)
-    return None
+    outer = _outermost_function(source, site)
+    if outer is None or _enclosing_class(source, site) is not None or outer.name.value in compiled_functions(source):
+        return None
+    return _reach.before(source, site).clean or None  # none: not proven anywhere (an unsafe fix)
+
+
+def entries_argument(source: SourceFile, site: cst.CSTNode) -> str:
+    """``, entries=(...)`` for a lowered check in a module-level helper (:func:`trap_entries`), else ''."""
+    entries = trap_entries(source, site)
+    if entries is None:
+        return ""
+    return ", entries=(" + ", ".join(repr(e) for e in entries) + ("," if len(entries) == 1 else "") + ")"
 
 
 def try_in_callers(source: SourceFile, site: cst.CSTNode) -> Optional[cst.CSTNode]:

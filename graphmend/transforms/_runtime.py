@@ -211,16 +211,22 @@ def _graphmend_stale():
     )
 
 
-def _graphmend_trap(condition, exc_type, message, raise_when=True):
-    """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion."""
-    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
-        return condition  # (no boundary to turn the assertion back into the exception: keep the branch)
-    if not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
-            and condition.device.type == "cpu"
-            and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
-        # Keep the Python branch (and its graph break): on CUDA an assert is a fatal
-        # device-side error, and only builtin exceptions can be rebuilt at the boundary.
+def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None):
+    """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion.
+    ``entries`` (a check in a module-level helper): the module classes under which nothing in
+    the graph writes state before it; under any other entry the check runs as written."""
+    if not _graphmend_torch.compiler.is_compiling():
         return condition
+    if not _graphmend_bounded() or (entries is not None and getattr(_graphmend_runtime, "entry", None) not in entries) \
+            or not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
+                    and condition.device.type == "cpu"
+                    and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
+        # Keep the Python check (and its graph break): no boundary to turn the assertion back
+        # into the exception, an entry under which the graph may write state first, CUDA (an
+        # assert there is a fatal device-side error), an exception that cannot be rebuilt.
+        # The Python truth value, not the tensor: Dynamo would lower `assert <tensor>` to an
+        # assertion that raises RuntimeError.
+        return bool(condition) if isinstance(condition, _graphmend_torch.Tensor) else condition
     ok = _graphmend_torch.logical_not(condition) if raise_when else condition.bool()
     _graphmend_torch._assert_async(ok, _graphmend_trap_prefix + exc_type.__name__ + ":" + message)
     return not raise_when

@@ -149,12 +149,17 @@ class AssertOnScalarRead(Transform):
             "its contiguous integers; float64 and a Python float; one CPU element) and otherwise the "
             "original `.item()` comparison, where the break stays. A failing check raises "
             "`AssertionError(message)` again at the boundary (the message is the literal; with none, `''`), "
-            "after the compiled call instead of at the `assert` line. Unsafe without a proven boundary (a "
-            "module-level helper function called from elsewhere: the caller would see `RuntimeError`). "
+            "after the compiled call instead of at the `assert` line. In a module-level helper (transformers' "
+            "`get_masks`) the check names the module classes of this file that call it with nothing written "
+            "before (`entries=(...)`): under any other compiled entry it runs as written. Unsafe without a "
+            "proven boundary (a helper no module class of this file calls: the caller would see `RuntimeError`). "
             "Declined: a message that is not a string literal, chained comparisons, `is`/`in`, a test "
             "with more than one `.item()` or with `and`/`or`/`not`, a test spanning several lines, an "
             "`assert` inside a `try` with handlers (or in a class whose methods have one), state written "
-            "earlier in the same graph (a failing graph loses it)."
+            "that may run earlier in the same graph: in the function before the check, in the methods and "
+            "helpers it calls first, in the callers before their call (a failing graph loses it; a call this "
+            "analysis cannot resolve counts as a write; methods that never run on the way, such as "
+            "`_init_weights`, do not)."
         ),
         "References": (
             "DESIGN.md, *Trap lowering*; GM301 (the same runtime); Dynamo graph-break registry GB0124; "
@@ -260,15 +265,14 @@ class AssertOnScalarRead(Transform):
                             "the whole graph, so its handler would not see AssertionError")
         written = B.state_written_before(source, node)
         if written:
-            raise _Declined(f"{written} may write state in the same compiled graph before the check; a graph that raises "
-                            "loses that write (Dynamo applies it when the graph returns)")
+            raise _Declined(written)
         tensor = _item_receiver(reads[0])
         assert tensor is not None
         if side == "left":
             inner = f'{HELPER}({source.code(tensor)}, "{op}", {source.code(right)})'
         else:
             inner = f'{HELPER}({source.code(left)}, "{op}", {source.code(tensor)}, "right")'
-        new_test = f"{B.TRAP}({inner}, AssertionError, {message!r}, False)"
+        new_test = f"{B.TRAP}({inner}, AssertionError, {message!r}, False{B.entries_argument(source, node)})"
         edit = _replace_text(source, test, new_test)
         runtime = B.runtime_edits(source, ctx)
         if isinstance(runtime, str):

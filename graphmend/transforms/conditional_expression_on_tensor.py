@@ -78,10 +78,8 @@ class ConditionalExpressionOnTensor(Transform):
             "with an operand that may overflow such as `(x * 1e30) * x`: the untaken value's gradient is "
             "multiplied by zero, and 0 * inf is NaN). Declined where a value may be the caller's own object "
             "(`self.weight`, an argument, `x.detach()`, a no-op `.float()`) and the result is returned or kept "
-            "as it is: `where` returns a new tensor (no Parameter, no identity, no shared storage). Dense "
-            "(strided) tensors only: `torch.where` has no sparse kernel, so a sparse tensor reaching the "
-            "rewritten expression raises NotImplementedError there (an error, never a different value; "
-            "`graphmend verify` reports it)."
+            "as it is: `where` returns a new tensor (no Parameter, no identity, no shared storage). "
+            + gm101.SPARSE_SAFETY
         ),
         "References": (
             "GM101 data-dependent-branch; PyTorch docs: `torch.where`; Dynamo graph-break registry GB0170."

@@ -44,9 +44,9 @@ def _helper_code(torch_name: str) -> str:
     """torch.where when the condition and both values are tensors (the values of one shape, dtype
     and device), else the `if`.
 
-    torch.where broadcasts a [3] value against a [1, 3] one and promotes float16 against
-    bfloat16; these checks are static under Dynamo (no graph break), and when they fail the
-    value is chosen exactly as the original `if` chose it.
+    torch.where broadcasts a [3] value against a [1, 3] one, promotes float16 against
+    bfloat16 and has no kernel for sparse layouts; these checks are static under Dynamo (no
+    graph break), and when they fail the value is chosen exactly as the original `if` chose it.
     """
     if (
         isinstance(condition, {torch_name}.Tensor)
@@ -55,10 +55,23 @@ def _helper_code(torch_name: str) -> str:
         and if_true.shape == if_false.shape
         and if_true.dtype == if_false.dtype
         and if_true.device == if_false.device
+        and condition.layout == if_true.layout == if_false.layout == {torch_name}.strided
     ):
         return {torch_name}.where(condition, if_true, if_false)
     return if_true if condition else if_false
 '''
+
+
+# The sparse-layout part of the "Fix safety" docs, shared with GM402.
+SPARSE_SAFETY = (
+    "Sparse (non-strided) tensors: a sparse condition is decided by `bool()` exactly as the `if` decided it "
+    "(`_graphmend_truth`, with the `if`'s own error), and `_graphmend_select` chooses as the `if` did when the "
+    "condition or a value is not strided (`torch.where` has no sparse kernel). Not yet covered: both values are "
+    "still computed, so an operation with no sparse kernel in the value not taken (`x - 1`, `clamp`, "
+    "`masked_fill` on a sparse `x`) raises where the original did not, and a plain `torch.where` (shapes and "
+    "dtypes proven alike) raises NotImplementedError for sparse values; `graphmend verify` compares sparse "
+    "inputs and outputs (layout and values) and reports the exception."
+)
 
 
 class _Declined(Exception):
@@ -138,10 +151,8 @@ class DataDependentBranch(Transform):
             "or a product with an operand that may overflow (`(x * 1e30) * x`), since the untaken branch's "
             "gradient is multiplied by zero and 0 * inf is NaN. A returned value that may be the caller's own "
             "object (an argument, `self.weight`, `x.detach()`, a no-op `.float()`) is declined: `where` "
-            "returns a new tensor; an assigned one that leaves the function makes the fix unsafe. Dense "
-            "(strided) tensors only: `torch.where` has no sparse kernel, so a sparse tensor reaching a "
-            "rewritten site raises NotImplementedError there (an error, never a different value; `graphmend "
-            "verify` reports it). Static (unverified) candidates are applied only with `--unsafe-fixes`. "
+            "returns a new tensor; so is an assigned one that leaves the function "
+            "(returned, stored, passed on) or is written later. " + SPARSE_SAFETY + " Static (unverified) candidates are applied only with `--unsafe-fixes`. "
             "`torch.cond` is never used: under torch 2.13 it traces both branches and fails on branches valid "
             "only under their predicate."
         ),
@@ -177,20 +188,22 @@ class DataDependentBranch(Transform):
         # A static conjunct stays a Python `if`; it also proves the dtype, so plain torch.where.
         (
             "import torch\n\ndef f(x):\n    # keep me\n    if x.is_floating_point() and (x > 1).any():\n"
-            "        x = x.clamp(max=1.0)\n    return x\n",
+            "        x = x.clamp(max=1.0)\n    return x + 1\n",
             "import torch\n\ndef f(x):\n    # keep me\n    if x.is_floating_point():\n"
-            "        x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n    return x\n",
+            "        x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n    return x + 1\n",
         ),
         # The fp16 overflow clamp of the BART family: a 0-d condition, never element-wise.
         (
-            "import torch\n\n\ndef f(h):\n"
+            "import torch\n\n\ndef f(residual, h):\n"
+            "    h = residual + h\n"
             "    if h.dtype == torch.float16 and (\n"
             "        torch.isinf(h).any() or torch.isnan(h).any()\n"
             "    ):\n"
             "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
             "        h = torch.clamp(h, min=-clamp_value, max=clamp_value)\n"
             "    return h\n",
-            "import torch\n\n\ndef f(h):\n"
+            "import torch\n\n\ndef f(residual, h):\n"
+            "    h = residual + h\n"
             "    if h.dtype == torch.float16:\n"
             "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
             "        h = torch.where(\n"
@@ -208,9 +221,9 @@ class DataDependentBranch(Transform):
         # elif chain: nested selects.
         (
             "import torch\n\ndef f(x):\n    if x.max() > 2:\n        y = x.masked_fill(x > 2, 2)\n    elif x.max() > 1:\n"
-            "        y = x.masked_fill(x > 1, 1)\n    else:\n        y = x\n    return y\n",
+            "        y = x.masked_fill(x > 1, 1)\n    else:\n        y = x.clone()\n    return y\n",
             "import torch\n\ndef f(x):\n    y = torch.where(\n        x.max() > 2,\n        x.masked_fill(x > 2, 2),\n"
-            "        torch.where(x.max() > 1, x.masked_fill(x > 1, 1), x),\n    )\n    return y\n",
+            "        torch.where(x.max() > 1, x.masked_fill(x > 1, 1), x.clone()),\n    )\n    return y\n",
         ),
         # The same call with different positional arguments: the call runs once, as before.
         (
@@ -409,6 +422,7 @@ class DataDependentBranch(Transform):
             lines.extend(A.code(s) for s in arm.setups)
 
         multiple = False
+        identity: Optional[str] = None
         if shape == "assign":
             order = _target_order(arms)
             if not order:
@@ -426,10 +440,9 @@ class DataDependentBranch(Transform):
                             "the select would read an unbound name"
                         )
             selected_names = set(order)
-            escape = _identity_escape(source, func, node, arms, final is None, t)
-            if escape:
-                safety = Safety.UNSAFE
-                notes.append(f"unsafe: {escape}")
+            # As the return form and GM402 do: no select gives the caller back its own object
+            # (declined after every other check, so that the more specific reason comes first).
+            identity = _identity_escape(source, func, node, arms, final is None, t)
             modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
             classes = E.alias_classes(func, t, A.FRESH, modules)
             # A selected name that holds a tensor made here, which no other name may share, can be
@@ -533,6 +546,9 @@ class DataDependentBranch(Transform):
                 lines.append("return " + A.code(new_call))
             else:
                 lines.append(f"{stmt.targets[0].target.value} = {A.code(new_call)}")  # type: ignore[union-attr]
+
+        if identity:
+            raise _Declined(identity)
 
         # 5. the replacement, with a static conjunct kept as a Python `if`
         if static:

@@ -90,7 +90,9 @@ class RaiseOnTensorCondition(Transform):
             "(the caller would see `RuntimeError`). Declined: a message that is not a string literal, a "
             "non-builtin exception class, a body that does more than raise, `raise ... from ...`, a check "
             "inside a `try` that has handlers, `and`/`or` in the condition, `torch.equal`/`.item()` "
-            "conditions (Python values, not tensors)."
+            "conditions (Python values, not tensors), state that may be written earlier in the same graph (on "
+            "the way from an entry's `forward` to the check; a failing graph loses it). In a module-level "
+            "helper the check names the entries it may be lowered under (`entries=(...)`)."
         ),
         "References": (
             "DESIGN.md, *Trap lowering*; https://pytorch.org/docs/stable/generated/torch._assert_async.html; "
@@ -185,8 +187,7 @@ class RaiseOnTensorCondition(Transform):
                                 "the assertion fails the whole graph, so its handler would not see {name}".replace("{name}", name))
         written = B.state_written_before(source, node)
         if written:
-            return self.decline(source, node, f"{written} may write state in the same compiled graph before the check; "
-                                "a graph that raises loses that write (Dynamo applies it when the graph returns)")
+            return self.decline(source, node, written)
         if B.enclosing_function(source, node) is None:
             return self.decline(source, node, "the check runs at module level, outside any compiled region")
         test, raise_when = node.test, True
@@ -196,7 +197,7 @@ class RaiseOnTensorCondition(Transform):
         if isinstance(lowered, str):
             return self.decline(source, node, lowered)
         prefix, inner_suffix = lowered
-        suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + ")"
+        suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + B.entries_argument(source, node) + ")"
         edit = B.wrap_text(source, test, prefix, suffix)
         runtime = B.runtime_edits(source, ctx)
         if isinstance(runtime, str):

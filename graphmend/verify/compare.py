@@ -263,7 +263,8 @@ def compare_outcomes(
         keys = sorted(k for k in set(exp_v) | set(act_v)
                       if not _same_value(act_v.get(k, "<absent>"), exp_v.get(k, "<absent>"), loose=not tight, rtol=rtol, atol=atol))
         if keys:
-            add("output", "; ".join(f"{k}: {act_v.get(k, '<absent>')!r} != {exp_v.get(k, '<absent>')!r}" for k in keys[:3]))
+            more = f"; also {', '.join(keys[3:])}" if len(keys) > 3 else ""
+            add("output", "; ".join(f"{k}: {act_v.get(k, '<absent>')!r} != {exp_v.get(k, '<absent>')!r}" for k in keys[:3]) + more)
 
     # What the call wrote besides its outputs, also when it raised.
     for kind, key, what in (("input", "inputs", "argument"), ("state", "state", "module state")):

@@ -12,6 +12,11 @@ same outputs and prints the same text; only these observations tell it apart.
   version counter moved (an in-place write, also one that stores equal values); a plain value
   when it differs. Changed tensors are kept, plain values go to JSON.
 
+- *identity*: for every output tensor, whether it IS one of the call's input tensors or the
+  module's parameters/buffers/tensor attributes (the same object), shares storage with one (a
+  view), or is the same object as an earlier output; a fresh tensor of equal values is not the
+  caller's object (``out is x`` and a later in-place write tell them apart without gradients).
+
 ``snapshot``/``restore`` put a module back as it was, so a case can be run twice from the same
 state (the original's own nondeterminism).
 """
@@ -49,6 +54,8 @@ def flatten(value: Any, prefix: str = "out", facts: Any = None) -> list[tuple[st
                 leaves.append((f"{prefix}.type", f"{type(value).__module__}.{type(value).__qualname__}"))
             if value.requires_grad:
                 leaves.append((f"{prefix}.autograd", "leaf" if value.is_leaf else "computed"))
+            if value.layout != torch.strided:  # compared by its dense values (``portable``) and this
+                leaves.append((f"{prefix}.layout", str(value.layout)))
         return leaves
     if isinstance(value, dict):
         out: list[tuple[str, Any]] = []
@@ -134,14 +141,67 @@ def changed_state(module: Any, before: dict[str, Any], keep: Callable[[str, Any]
     return out
 
 
+def portable(value: Any) -> Any:
+    """A CPU copy of a tensor that the parent can load and compare: dense (a sparse tensor's
+    layout is compared as a fact of its own, see ``flatten``), contiguous."""
+    import torch
+
+    value = value.detach().to("cpu")
+    if value.layout != torch.strided:
+        value = value.to_dense()
+    return value.clone().contiguous()
+
+
 def _same_tensor(a: Any, b: Any) -> bool:
     import torch
 
+    if a.layout != b.layout:
+        return False
+    if a.layout != torch.strided:
+        a, b = a.to_dense(), b.to_dense()
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
         return False
     if a.is_floating_point() or a.is_complex():
         return bool(torch.equal(a, b) or ((a == b) | (a.isnan() & b.isnan())).all())
     return bool(torch.equal(a, b))
+
+
+def _storage(value: Any) -> Any:
+    """The address of a tensor's storage, or None (sparse and other layouts without one, no elements)."""
+    try:
+        storage = value.untyped_storage()
+        return storage.data_ptr() if storage.nbytes() else None
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def output_identity(output: Any, inputs: tuple[tuple, dict], owner: Any = None) -> dict[str, str]:
+    """"PATH.alias" -> what an output tensor is besides its values: "is args[0]" (the caller's
+    own tensor, or a parameter/buffer as "is state:fc.weight", or "is out[0]" for an output
+    returned twice), "shares storage with args[0]" (a view), absent for a fresh tensor.
+
+    Compared like any other plain value, so a rewrite that returns a copy where the original
+    returned the caller's tensor (or a view where it returned a copy) differs there."""
+    import torch
+
+    known: list[tuple[str, Any]] = [(p, v) for p, v in flatten(inputs[0], "args", False) + flatten(inputs[1], "kwargs", False)
+                                    if isinstance(v, torch.Tensor)]
+    if owner is not None:
+        known += [(f"state:{k}", v) for k, v in sorted(state_items(owner).items()) if isinstance(v, torch.Tensor)]
+    out: dict[str, str] = {}
+    for path, leaf in flatten(output, "out", False):
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        same = next((p for p, v in known if v is leaf), None)
+        if same is None:
+            ptr = _storage(leaf)
+            shared = next((p for p, v in known if ptr is not None and _storage(v) == ptr), None)
+            if shared is not None:
+                out[f"{path}.alias"] = f"shares storage with {shared}"
+        else:
+            out[f"{path}.alias"] = f"is {same}"
+        known.append((path, leaf))
+    return out
 
 
 def written_inputs(original: tuple[tuple, dict], called: tuple[tuple, dict], keep: Callable[[str, Any], None]) -> dict[str, dict[str, Any]]:

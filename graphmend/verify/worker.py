@@ -41,7 +41,17 @@ from pathlib import Path
 from typing import Any
 
 from graphmend.targets import call_factory, load_target, resolve_entry, with_dynamo_config
-from graphmend.verify.observe import changed_state, flatten, restore, snapshot, state_owner, state_signature, written_inputs
+from graphmend.verify.observe import (
+    changed_state,
+    flatten,
+    output_identity,
+    portable,
+    restore,
+    snapshot,
+    state_owner,
+    state_signature,
+    written_inputs,
+)
 from graphmend.worker import TaskError
 
 STATE_OUT = "state_out.pt"
@@ -351,7 +361,7 @@ def _call(arm: _Arm, mode: str, index: int, args: tuple, kwargs: dict, grad: boo
 
     def keep(kind: str) -> Any:
         def store(path: str, value: Any) -> None:
-            tensors[f"{index}/{mode}/{kind}:{path}"] = value.detach().to("cpu").clone().contiguous()
+            tensors[f"{index}/{mode}/{kind}:{path}"] = portable(value)
         return store
 
     # What the call wrote besides its outputs, also when it raised: the arguments it was given
@@ -362,17 +372,20 @@ def _call(arm: _Arm, mode: str, index: int, args: tuple, kwargs: dict, grad: boo
         for path, leaf in flatten(output):
             if isinstance(leaf, torch.Tensor):
                 key = f"{index}/{mode}/{path}"
-                tensors[key] = leaf.detach().to("cpu").clone().contiguous()
+                tensors[key] = portable(leaf)
                 result["tensors"].append(path)
             else:
                 result["values"][path] = leaf
+        # Whether an output is the caller's own tensor (or a parameter, or a view of one): a
+        # fresh copy of equal values is another program, with or without gradients.
+        result["values"].update(output_identity(output, (call_args, call_kwargs), owner))
         if grad:
             grads: list[tuple[str, Any]] = []
             if isinstance(arm.loaded.fn, torch.nn.Module):
                 grads += [(f"grad:{n}", p.grad) for n, p in arm.loaded.fn.named_parameters() if p.grad is not None]
             grads += [(f"grad:{p}", t.grad) for p, t in leaves if t.grad is not None]
             for path, g in grads:
-                tensors[f"{index}/{mode}/{path}"] = g.detach().to("cpu").clone()
+                tensors[f"{index}/{mode}/{path}"] = portable(g)
                 result["tensors"].append(path)
     return result
 

@@ -225,6 +225,7 @@ class Block(nn.Module):
         self.act = nn.ReLU()
 
     def forward(self, x):
+        x = self.proj(x)
         if x.max() > 5:
             x = x.clamp(max=5)
         outputs = (self.act(self.proj(x)),)
@@ -236,7 +237,7 @@ def f(x):
     x.mul_(2)
     if x.sum() > 0:
         x = x.clamp(max=1)
-    return x
+    return x + 1
 """,
 }
 
@@ -293,15 +294,36 @@ def test_alias_safe_case_is_rewritten_with_equal_values_and_inputs(case):
             torch.testing.assert_close(args_b, args_a)  # the caller's tensors after the call
 
 
-def test_identity_escape_is_unsafe_but_a_fresh_tensor_stays_safe():
-    # The fuzzer's find: a submodule that returns its argument itself on one path; the caller
-    # shares that tensor with another alias it then updates in place.
-    escaping = HEADER + """
-def f(x):
-    if x.mean() > 0:
-        x = x.clamp(max=2.0)
-    return x
-"""
+ESCAPING = {
+    # The fuzzer's find: the caller gets its own tensor back on one path.
+    "else_less": "def f(x):\n    if x.mean() > 0:\n        x = x.clamp(max=2.0)\n    return x\n",
+    # The assignment form with both arms written out; the value escapes by return.
+    "returned": "def f(x):\n    if x.sum() > 0:\n        y = x\n    else:\n        y = x * 2\n    return y\n",
+    # ... by being stored on the module.
+    "stored": ("class M(nn.Module):\n    def forward(self, x):\n        if x.sum() > 0:\n            y = x\n"
+               "        else:\n            y = x * 2\n        self.last = y\n        return y.sum()\n"),
+    # ... or written in place later (the caller's tensor is written on one path only).
+    "written": "def f(x):\n    if x.sum() > 0:\n        y = x\n    else:\n        y = x * 2\n    y.add_(1)\n    return y.sum()\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ESCAPING))
+@pytest.mark.parametrize("threshold", [Safety.SAFE, Safety.UNSAFE])
+def test_a_caller_owned_value_kept_by_an_assignment_is_declined(case, threshold):
+    text = HEADER + ESCAPING[case]
+    ctx = RuleContext(threshold=threshold)
+    (outcome,) = RULES[0].run(SourceFile("m.py", text), ctx, None)
+    assert isinstance(outcome, Decline), outcome
+    assert any(why in outcome.reason for why in ("a tensor not made in this function", "in place", "writes into `self`")), outcome.reason
+    result = fix_text("m.py", text, ctx, RULES)
+    assert not result.applied and result.text == text
+    x = torch.tensor([-1.0, -2.0])
+    same = x.clamp(max=2.0) if x.mean() > 0 else x  # the original: the caller's own tensor
+    selected = torch.where(x.mean() > 0, x.clamp(max=2.0), x)
+    assert same is x and selected is not x
+
+
+def test_a_fresh_tensor_kept_by_an_assignment_stays_safe():
     fresh = HEADER + """
 class Layer(nn.Module):
     def __init__(self):
@@ -314,12 +336,6 @@ class Layer(nn.Module):
             h = torch.clamp(h, min=-1000.0, max=1000.0)
         return (h,)
 """
-    (fix,) = [o for o in RULES[0].run(SourceFile("m.py", escaping), STATIC, None) if isinstance(o, Fix)]
-    assert fix.safety is Safety.UNSAFE and "`x` leaves the function at line 10" in fix.notes
-    x = torch.tensor([-1.0, -2.0])
-    same = x.clamp(max=2.0) if x.mean() > 0 else x  # the original: the caller's own tensor
-    selected = torch.where(x.mean() > 0, x.clamp(max=2.0), x)
-    assert same is x and selected is not x
     (fix,) = [o for o in RULES[0].run(SourceFile("m.py", fresh), STATIC, None) if isinstance(o, Fix)]
     assert fix.safety is Safety.SAFE, fix.notes
 

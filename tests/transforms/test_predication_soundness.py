@@ -300,32 +300,7 @@ def test_arms_of_other_dtypes_or_shapes_are_selected_as_the_if_did(tmp_path, arm
                                                           lambda m: (torch.tensor([-1.0, -2.0]),)])
 
 
-# -- 4. sparse tensors: a documented limit, loud where it is met ---------------------------------
-
-def test_sparse_tensors_are_a_documented_limit_that_fails_loudly(tmp_path):
-    # Proving density would decline nearly every real site (an argument's layout is not in the
-    # source), so the rules document that they assume strided tensors; a sparse tensor that
-    # reaches a rewritten site raises (torch.where has no sparse kernel), never returns a
-    # different value, and `graphmend verify` compares exceptions.
-    for rule in RULES:
-        assert "Dense (strided) tensors only" in rule.docs["Fix safety"], rule.code
-    body = """
-    def f(x, gate):
-        if gate.sum() > 0:
-            y = x * 2
-        else:
-            y = x * 3
-        return y
-    """
-    text, result = _fix(body)
-    assert result.text != text
-    before, after = load_module(tmp_path, text), load_module(tmp_path, result.text)
-    sparse = torch.tensor([[0.0, 1.0], [2.0, 0.0]]).to_sparse()
-    assert torch.equal(before.f(sparse, torch.ones(1)).to_dense(), torch.tensor([[0.0, 2.0], [4.0, 0.0]]))
-    with pytest.raises(NotImplementedError, match="Sparse"):
-        after.f(sparse, torch.ones(1))
-    dense = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
-    assert torch.equal(after.f(dense, torch.ones(1)), before.f(dense, torch.ones(1)))
+# -- 4. sparse tensors: tests/transforms/test_predication_sparse.py -----------------------------
 
 
 def test_registered_buffers_never_require_grad_so_selecting_them_is_fixed(tmp_path):

@@ -1,0 +1,522 @@
+"""What may run in a compiled region between its entry and a site: the code paths a lowered trap
+would lose the effects of if it fails.
+
+A lowered check (GM301, GM303) fails the whole graph: Dynamo applies the graph's side effects
+(attribute and container writes, in-place updates of inputs, deferred records) only when the
+graph returns, so a write made earlier in the same graph is lost where the original kept it.
+What matters is what *can run before the site*, not every method of every class that mentions
+the site's class (``_init_weights`` or ``set_input_embeddings`` never run inside ``forward``).
+
+The entries are the module classes of this file with a ``forward`` (the runtime makes each a
+boundary; only the outermost one lowers a trap). For each entry, the code that may run before
+the site is found by walking the call chain backwards from the site:
+
+* in the site's function: what comes before the site (or anywhere in a loop around it), and the
+  test of the site itself;
+* in each caller, the same before its call into the chain (its arguments included), through
+  ``self.method(...)`` (also from subclasses and bases of this file), ``self.submodule(...)``
+  (the ``forward`` of a module class of this file it was built from) and module-level
+  functions called by name;
+* every function those prefixes call, whole and transitively.
+
+A call is resolved or judged: a function or method of this file is followed; torch and
+``F`` functions, known pure tensor methods and builtins write nothing (unless in place,
+``out=`` or ``inplace=``); ``print``/``logging``/``warnings`` break the graph (their deferred
+form counts: a record is a graph side effect); anything else — a method inherited from another
+file, a submodule of unknown type, a callee this module cannot name — **may write**.
+
+A caller that cannot be enumerated (the function or method passed around as a value) blocks
+every entry. A call into the chain inside a ``try`` with handlers blocks the entries through it
+(under compile the handler would not see the original exception).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import builtins
+
+import libcst as cst
+
+from graphmend.transforms._analysis import FRESH, PURE_METHODS, torch_names_of
+from graphmend.transforms._effects import ALIAS_FUNCS, CONTAINER_METHODS, NON_WRITING_BUILTINS, NON_WRITING_MODULES, Modules, call_writes, code, dotted
+from graphmend.transforms.base import SourceFile, iter_nodes
+
+# Names the runtime gives a rewritten module whose calls write nothing in the graph.
+RUNTIME_PURE = frozenset(("_graphmend_trap", "_graphmend_item_compare", "_graphmend_equal", "_graphmend_deferred"))
+# Building a builtin exception (``raise ValueError("...")`` earlier in the function) writes nothing.
+BUILTIN_EXCEPTIONS = frozenset(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+# Reads of a Python value from a tensor: a graph break or a read, never a write.
+READ_METHODS = frozenset(("item", "tolist", "numpy", "dim", "size", "numel", "element_size", "stride", "is_contiguous"))
+# Container methods that only read.
+READ_CONTAINER_METHODS = frozenset(("get", "keys", "values", "items", "index", "count", "copy"))
+# Submodules built from these never write state when called (no running statistics, no `inplace=`).
+STATELESS_MODULES = frozenset(m for m in NON_WRITING_MODULES if not m.startswith(("BatchNorm", "InstanceNorm")))
+# Output calls: under compile each is a graph break (the original runs eagerly between graphs);
+# once deferred (``_graphmend_deferred(...)(...)``) it is a record, counted as a write.
+LOG_LEVELS = frozenset("debug info warning warn error exception critical fatal log warning_once info_once".split())
+LOST = ("may write state in the same compiled graph before the check; a graph that raises loses that write "
+        "(Dynamo applies it when the graph returns)")
+WRITES = (cst.AugAssign, cst.AssignTarget, cst.Call, cst.Del, cst.Global, cst.Nonlocal)
+
+
+@dataclass
+class Before:
+    """For one site: the entries whose every path to it is free of writes, the others (entry ->
+    why), and why no entry can be trusted (a caller that cannot be enumerated), if so."""
+
+    clean: tuple[str, ...] = ()
+    dirty: dict[str, str] = field(default_factory=dict)
+    blocked: Optional[str] = None
+    own: Optional[str] = None  # why the site's own function may write before it
+
+
+class _Program:
+    """The file's classes, methods and module-level functions, and how calls resolve."""
+
+    def __init__(self, source: SourceFile):
+        self.source = source
+        self.t = torch_names_of(source.module)
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.functions: dict[str, cst.FunctionDef] = {}
+        for stmt in source.module.body:
+            if isinstance(stmt, cst.ClassDef):
+                self.classes[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.FunctionDef):
+                self.functions[stmt.name.value] = stmt
+        self.owner: dict[int, str] = {}  # id(method) -> class name
+        for name, cls in self.classes.items():
+            for f in self.methods(name).values():
+                self.owner[id(f)] = name
+        self._memo: dict[int, Optional[str]] = {}
+
+    # -- classes ------------------------------------------------------------------------------
+
+    def methods(self, cls: str) -> dict[str, cst.FunctionDef]:
+        body = self.classes[cls].body
+        items = body.body if isinstance(body, cst.IndentedBlock) else ()
+        return {f.name.value: f for f in items if isinstance(f, cst.FunctionDef)}
+
+    def bases(self, cls: str) -> list[str]:
+        return [dotted(b.value).split(".")[-1] for b in self.classes[cls].bases if b.keyword is None]
+
+    def subclasses(self, cls: str) -> set[str]:
+        found, changed = {cls}, True
+        while changed:
+            changed = False
+            for name in self.classes:
+                if name not in found and set(self.bases(name)) & found:
+                    found.add(name)
+                    changed = True
+        return found
+
+    def resolve(self, cls: str, name: str) -> Optional[cst.FunctionDef]:
+        """``name`` looked up on ``cls`` and its bases in this file (None: not defined here)."""
+        todo, seen = [cls], set()
+        while todo:
+            c = todo.pop(0)
+            if c in seen or c not in self.classes:
+                continue
+            seen.add(c)
+            found = self.methods(c).get(name)
+            if found is not None:
+                return found
+            todo.extend(self.bases(c))
+        return None
+
+    def inherits_unknown(self, cls: str) -> bool:
+        """Whether some base of ``cls`` is not a class of this file (a method may come from it)."""
+        todo, seen = [cls], set()
+        while todo:
+            c = todo.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            for b in self.bases(c):
+                if b not in self.classes:
+                    return True
+                todo.append(b)
+        return False
+
+    def dispatch(self, cls: str, name: str) -> tuple[list[cst.FunctionDef], bool]:
+        """What ``self.name(...)`` in a method of ``cls`` may run: the definitions of this file
+        (``cls``'s own or inherited, and overrides in its subclasses), and whether it may also
+        run one defined elsewhere."""
+        targets = []
+        unknown = False
+        for sub in sorted(self.subclasses(cls)):
+            f = self.resolve(sub, name)
+            if f is None:
+                unknown = unknown or self.inherits_unknown(sub) or sub == cls
+            elif all(f is not g for g in targets):
+                targets.append(f)
+        return targets, unknown
+
+    def submodule(self, cls: str, attr: str) -> Optional[tuple[str, ...]]:
+        """The types ``self.attr`` is built from in the methods of ``cls`` and its bases here:
+        class names of this file, or ``""`` for a stateless torch module; None if any
+        assignment is something else (or there is none)."""
+        found: list[str] = []
+        classes = {c for c in self.classes if c in self._ancestors(cls)}
+        for c in classes:
+            for node in iter_nodes(self.classes[c].body, (cst.Assign,)):
+                for target in node.targets:
+                    t = target.target
+                    if not (isinstance(t, cst.Attribute) and dotted(t.value) == "self" and t.attr.value == attr):
+                        continue
+                    value = node.value
+                    callee = dotted(value.func) if isinstance(value, cst.Call) else ""
+                    leaf = callee.split(".")[-1]
+                    if callee in self.classes:
+                        found.append(callee)
+                    elif leaf in STATELESS_MODULES and callee.split(".")[0] in ("nn", "torch") \
+                            and not any(a.keyword is not None and a.keyword.value == "inplace" for a in value.args):  # type: ignore[union-attr]
+                        found.append("")
+                    else:
+                        return None
+        return tuple(found) if found else None
+
+    def _ancestors(self, cls: str) -> set[str]:
+        todo, seen = [cls], set()
+        while todo:
+            c = todo.pop()
+            if c in seen or c not in self.classes:
+                continue
+            seen.add(c)
+            todo.extend(self.bases(c))
+        return seen
+
+    # -- calls --------------------------------------------------------------------------------
+
+    def callees(self, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
+        """The functions of this file ``call`` runs, and why it may write state besides ('' if not)."""
+        func = call.func
+        if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "_graphmend_deferred":
+            return [], f"the deferred call `{code(func.args[0].value) if func.args else '?'}(...)` (a record in the graph)"
+        if isinstance(func, cst.Name):
+            name = func.value
+            if name in RUNTIME_PURE or name in NON_WRITING_BUILTINS or name in BUILTIN_EXCEPTIONS:
+                return [], ""
+            if name in self.functions:
+                return [self.functions[name]], ""
+            return [], f"`{code(call)}` calls {name}(), which is not known to leave state unchanged"
+        if isinstance(func, cst.Attribute):
+            receiver, name = func.value, func.attr.value
+            if dotted(receiver) == "self" and owner is not None:
+                targets, unknown = self.dispatch(owner, name)
+                if targets or not unknown:
+                    return targets, ("" if not unknown else f"`{code(call)}` may run a {name}() defined in another file")
+                kinds = self.submodule(owner, name)
+                if kinds is not None:
+                    forwards = [f for k in kinds if k for f in self.dispatch(k, "forward")[0]]
+                    if any(k and self.dispatch(k, "forward")[1] for k in kinds):
+                        return forwards, f"`{code(call)}` may run a forward defined in another file"
+                    return forwards, ""
+                return [], f"`{code(call)}` calls a method or submodule not defined in this file"
+            if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super" \
+                    and owner is not None:
+                targets = [f for b in self.bases(owner) for f in [self.resolve(b, name)] if f is not None]
+                if targets and not any(self.inherits_unknown(b) and self.resolve(b, name) is None for b in self.bases(owner)):
+                    return targets, ""
+                return targets, f"`{code(call)}` may run a {name}() defined in another file"
+            root = dotted(receiver).split(".")[0]
+            if name in LOG_LEVELS and (root in ("logging", "logger", "log", "_logger", "LOGGER") or "logger" in root.lower()):
+                return [], ""
+            if root == "warnings" and name == "warn":
+                return [], ""
+            _, why = call_writes(call, self.t, Modules(), PURE_METHODS | READ_METHODS | READ_CONTAINER_METHODS)
+            if why:
+                return [], why
+            kind, _ = self.t.func(func)
+            if kind in ("torch", "F"):
+                return [], ""
+            if name in CONTAINER_METHODS and name not in READ_CONTAINER_METHODS:
+                return [], f"`{code(call)}` changes a container that may outlive the call"
+            return [], ""
+        return [], f"`{code(call)}` calls a value this analysis cannot name"
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def node_write(self, node: cst.CSTNode, fn: cst.FunctionDef) -> tuple[list[cst.FunctionDef], str]:
+        """What one node runs (functions of this file) and why it may write state by itself."""
+        if isinstance(node, cst.Call):
+            return self.callees(node, self.owner.get(id(fn)))
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            return [], f"`{code(node)}` rebinds a name outside the function"
+        if isinstance(node, cst.Del):
+            targets = node.target.elements if isinstance(node.target, cst.Tuple) else [node.target]
+            if any(isinstance(getattr(t, "value", t), (cst.Attribute, cst.Subscript)) for t in targets):
+                return [], f"`{code(node)}` deletes state"
+            return [], ""
+        target = node.target  # type: ignore[attr-defined]
+        if isinstance(target, (cst.Attribute, cst.Subscript)):
+            return [], f"`{code(target)} = ...`" if isinstance(node, cst.AssignTarget) else f"`{code(node)}`"
+        if isinstance(node, cst.AugAssign) and isinstance(target, cst.Name) and not _fresh_local(fn, target.value, self.t):
+            return [], f"`{code(node)}` may update a tensor it was given in place"
+        return [], ""
+
+    def body_writes(self, fn: cst.FunctionDef, stack: tuple[int, ...] = ()) -> Optional[str]:
+        """Why running ``fn`` whole may write state (its callees of this file included), or None."""
+        if id(fn) in self._memo:
+            return self._memo[id(fn)]
+        if id(fn) in stack:
+            return None  # recursion adds nothing new
+        why = self._nodes_write(fn, iter_nodes(fn.body, WRITES), stack + (id(fn),))
+        self._memo[id(fn)] = why
+        return why
+
+    def _nodes_write(self, fn: cst.FunctionDef, nodes: Iterator[cst.CSTNode], stack: tuple[int, ...]) -> Optional[str]:
+        for node in nodes:
+            targets, why = self.node_write(node, fn)
+            if why:
+                return f"{why} at line {self.source.line(node)}"
+            for target in targets:
+                inner = self.body_writes(target, stack)
+                if inner:
+                    return f"{inner} (in {target.name.value}, called at line {self.source.line(node)})"
+        return None
+
+    def prefix_writes(self, fn: cst.FunctionDef, point: cst.CSTNode) -> Optional[str]:
+        """Why what runs in ``fn`` before ``point`` (and ``point``'s own test or arguments, and
+        all of a loop around it) may write state, or None."""
+        return self._nodes_write(fn, self._prefix(fn, point), (id(fn),))
+
+    def _prefix(self, fn: cst.FunctionDef, point: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        source = self.source
+        start = source.positions[point].start
+        loops = set()
+        cur = source.parent(point)
+        while cur is not None and cur is not fn:
+            if isinstance(cur, (cst.For, cst.While)):
+                loops.update(id(n) for n in iter_nodes(cur, WRITES))
+            cur = source.parent(cur)
+        own = {id(n) for n in iter_nodes(point, WRITES)}
+        first = _evaluated_first(point)
+        early = {id(n) for part in first for n in iter_nodes(part, WRITES)}
+        for node in iter_nodes(fn.body, WRITES):
+            if id(node) in own:
+                if id(node) in early:
+                    yield node
+                continue
+            pos = source.positions[node].start
+            if (pos.line, pos.column) < (start.line, start.column) or id(node) in loops:
+                yield node
+
+
+def _evaluated_first(point: cst.CSTNode) -> list[cst.CSTNode]:
+    """The parts of ``point`` evaluated before it acts: an ``if``'s or ``assert``'s test, a
+    call's callee and arguments."""
+    if isinstance(point, (cst.If, cst.While)):
+        return [point.test]
+    if isinstance(point, cst.Assert):
+        return [point.test] + ([point.msg] if point.msg is not None else [])
+    if isinstance(point, cst.Call):
+        return [point.func] + [a.value for a in point.args]
+    return []
+
+
+def _fresh_local(fn: cst.FunctionDef, name: str, t) -> bool:
+    """Whether ``name`` is a local of ``fn`` every binding of which makes a new value (a literal,
+    an operator, a call that returns a new tensor): ``x += 1`` then updates nothing it was given."""
+    params = {p.name.value for p in (*fn.params.params, *fn.params.posonly_params, *fn.params.kwonly_params)}
+    for star in (fn.params.star_arg, fn.params.star_kwarg):
+        if isinstance(star, cst.Param):
+            params.add(star.name.value)
+    if name in params:
+        return False
+    bound = False
+    for node in iter_nodes(fn.body, (cst.Assign, cst.AnnAssign, cst.For, cst.With, cst.NamedExpr, cst.CompFor)):
+        if isinstance(node, cst.Assign):
+            targets = [tg.target for tg in node.targets]
+            if any(isinstance(tg, cst.Name) and tg.value == name for tg in targets):
+                if not _fresh_value(node.value, t):
+                    return False
+                bound = True
+            elif any(name in {n.value for n in iter_nodes(tg, (cst.Name,))} for tg in targets):
+                return False  # unpacked from something
+        elif isinstance(node, cst.AnnAssign):
+            if isinstance(node.target, cst.Name) and node.target.value == name:
+                if node.value is None or not _fresh_value(node.value, t):
+                    return False
+                bound = True
+        else:
+            target = getattr(node, "target", None)
+            items = getattr(node, "items", ())
+            names = {n.value for part in ([target] if target is not None else []) + [i.asname for i in items if i.asname]
+                     for n in iter_nodes(part, (cst.Name,))}
+            if name in names:
+                return False
+    return bound
+
+
+def _fresh_value(value: cst.BaseExpression, t) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.List, cst.Dict, cst.Set, cst.ListComp,
+                          cst.DictComp, cst.SetComp, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+        return True
+    if isinstance(value, cst.Call):
+        kind, name = t.func(value.func)
+        if kind in ("torch", "F"):
+            return name not in ALIAS_FUNCS
+        if kind == "method":
+            return name in FRESH
+        return kind == "other" and name in ("len", "int", "float")
+    return False
+
+
+def before(source: SourceFile, site: cst.CSTNode) -> Before:
+    """What may run before ``site`` in a compiled region, per entry (see the module's doc)."""
+    from graphmend.transforms._boundary import enclosing_function, inside_try, module_classes_with_forward
+
+    program = _Program(source)
+    fn = enclosing_function(source, site)
+    if fn is None:
+        return Before(blocked="the check runs at module level, outside any compiled region")
+    forwards = set(module_classes_with_forward(source))
+    result = Before()
+    seen: set[tuple[int, int]] = set()
+    todo: list[tuple[cst.FunctionDef, cst.CSTNode, str]] = [(fn, site, "")]
+    reasons: dict[str, str] = {}
+    reached: set[str] = set()
+    while todo:
+        f, point, dirt = todo.pop()
+        if (id(f), id(point)) in seen:
+            continue
+        seen.add((id(f), id(point)))
+        why = dirt
+        if not why:
+            written = program.prefix_writes(f, point)
+            why = f"{written} {LOST}" if written else None
+        if f is fn and point is site:
+            result.own = why
+        owner = program.owner.get(id(f))
+        if owner is None and source.parent(f) is not source.module:
+            result.blocked = f"{f.name.value} is a nested function; its callers are not followed"
+            return result
+        if owner is not None and f.name.value == "forward":
+            for entry in program.subclasses(owner):
+                if entry in forwards and program.resolve(entry, "forward") is f:
+                    reached.add(entry)
+                    if why and entry not in reasons:
+                        reasons[entry] = why
+        callers, unknown = _callers(program, f, owner)
+        if unknown:
+            result.blocked = unknown
+            return result
+        for caller, call in callers:
+            handler = inside_try(source, call)
+            extra = why
+            if handler is not None and not extra:
+                extra = (f"the call at line {source.line(call)} is inside the `try` at line {source.line(handler)}, whose "
+                         "handlers would not see the original exception: under compile the assertion fails the whole graph")
+            todo.append((caller, call, extra))
+    result.dirty = {e: reasons[e] for e in sorted(reached) if e in reasons}
+    result.clean = tuple(sorted(reached - set(reasons)))
+    return result
+
+
+def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tuple[list[tuple[cst.FunctionDef, cst.Call]], str]:
+    """The (function, call) pairs of this file that call ``fn``, and why they cannot all be
+    found (a reference that is not a plain call), if so. Calls at module level run on import,
+    not under compile."""
+    source = program.source
+    name = fn.name.value
+    found: list[tuple[cst.FunctionDef, cst.Call]] = []
+    if owner is None:
+        for n in iter_nodes(source.module, (cst.Name,)):
+            if n.value != name or n is fn.name:
+                continue
+            parent = source.parent(n)
+            if isinstance(parent, cst.Attribute) and parent.attr is n:
+                continue
+            g = _function_of(source, n)
+            if isinstance(parent, cst.Call) and parent.func is n:
+                if g is not None and _innermost(source, n) is not g:
+                    return [], f"{name} is called at line {source.line(n)} in a nested function, whose calls are not followed"
+                if g is not None:
+                    found.append((g, parent))
+                continue
+            return [], f"{name} is used at line {source.line(n)} other than by a call, so its callers cannot all be found"
+        return found, ""
+    family = program.subclasses(owner) | program._ancestors(owner)
+    for n in iter_nodes(source.module, (cst.Attribute,)):
+        if n.attr.value != name:
+            continue
+        parent = source.parent(n)
+        g = _function_of(source, n)
+        cls = program.owner.get(id(g)) if g is not None else None
+        via_self = dotted(n.value) == "self" and cls in family
+        via_super = _is_super(n.value) and cls in family
+        if not (via_self or via_super) or not (isinstance(parent, cst.Call) and parent.func is n):
+            if name == "forward" and (via_self or via_super or dotted(n.value) != "self"):
+                return [], f"`{code(n)}` at line {source.line(n)} may run {owner}.forward other than as a module call"
+            if name != "forward":
+                return [], f"`{code(n)}` at line {source.line(n)} may reach {owner}.{name} other than by `self.{name}(...)`"
+            continue
+        assert g is not None and cls is not None
+        if _innermost(source, n) is not g:
+            return [], f"`{code(parent)}` at line {source.line(n)} is in a nested function, whose calls are not followed"
+        if via_self:
+            targets = program.dispatch(cls, name)[0]
+        else:
+            targets = [f for b in program.bases(cls) for f in [program.resolve(b, name)] if f is not None]
+        if any(t is fn for t in targets):
+            found.append((g, parent))
+    if name == "forward":
+        mine = program.subclasses(owner)
+        for c in sorted(program.classes):
+            held = 0
+            for g in program.methods(c).values():
+                for call in iter_nodes(g, (cst.Call,)):
+                    f = call.func
+                    if isinstance(f, cst.Attribute) and dotted(f.value) == "self":
+                        kinds = program.submodule(c, f.attr.value)
+                        if kinds and set(kinds) & mine:
+                            if _innermost(source, call) is not g:
+                                return [], f"`{code(call)}` at line {source.line(call)} is in a nested function, whose calls are not followed"
+                            found.append((g, call))
+            for node in iter_nodes(program.classes[c].body, (cst.Assign,)):
+                if isinstance(node.value, cst.Call) and dotted(node.value.func) in mine and all(
+                        isinstance(t.target, cst.Attribute) and dotted(t.target.value) == "self" for t in node.targets):
+                    held += 1
+            mentions = sum(1 for n in iter_nodes(program.classes[c].body, (cst.Name,))
+                           if n.value in mine and not _type_check(source, n))
+            if c not in mine and mentions != held:
+                return [], (f"{c} refers to {owner} other than as `self.name = {owner}(...)` (a module list, a "
+                            "type check), so the calls of its forward cannot all be found")
+    return found, ""
+
+
+def _function_of(source: SourceFile, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    """The outermost function around ``node`` (a method or a module-level function), or None."""
+    found, cur = None, source.parent(node)
+    while cur is not None:
+        if isinstance(cur, cst.FunctionDef):
+            found = cur
+        cur = source.parent(cur)
+    return found
+
+
+def _innermost(source: SourceFile, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    cur = source.parent(node)
+    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Lambda)):
+        cur = source.parent(cur)
+    return cur
+
+
+def _type_check(source: SourceFile, name: cst.Name) -> bool:
+    """Whether ``name`` is only read as a type: ``isinstance(x, Name)``, an annotation."""
+    cur, child = source.parent(name), name
+    while isinstance(cur, (cst.Element, cst.Tuple, cst.Subscript, cst.SubscriptElement, cst.Index, cst.Attribute)):
+        cur, child = source.parent(cur), cur
+    if isinstance(cur, cst.Annotation):
+        return True
+    if isinstance(cur, cst.Arg):
+        call = source.parent(cur)
+        return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "issubclass")
+                and len(call.args) == 2 and call.args[1] is cur)
+    return False
+
+
+def _is_super(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super"
