@@ -135,6 +135,8 @@ iter print format super
 # list/dict methods: they add or remove references in the container, never write a tensor
 # (``alias_classes`` still records that the container now holds its argument).
 CONTAINER_METHODS = frozenset("append extend insert pop get keys values items setdefault index count copy".split())
+# Container methods that keep their argument: a tensor handed to one leaves with the container.
+KEEPING_METHODS = frozenset("append extend insert setdefault add update appendleft".split())
 
 
 def dotted(node: cst.CSTNode) -> str:
@@ -641,4 +643,15 @@ def escapes_after(func: cst.FunctionDef, site: cst.CSTNode, positions, names: se
             hit = alias_roots(value, t, known_fresh) & shared
             if hit:
                 return f"`{sorted(hit)[0]}` leaves the function at line {p.start.line}"
+        elif isinstance(node, cst.Call):
+            # handed to something that may keep it: ``cache.append(y)`` (a caller's list),
+            # ``keep(y)``, an unknown method; torch functions, vetted tensor methods, in-place
+            # updates (they copy values) and pure builtins do not
+            hit = set().union(set(), *(alias_roots(a.value, t, known_fresh) for a in node.args)) & shared
+            kind, name = _callee_kind(node, t)
+            keeps = (kind == "method" and (name in KEEPING_METHODS or (name not in known_fresh and not name.endswith("_")
+                                                                        and name not in CONTAINER_METHODS))) \
+                or (kind == "other" and name not in NON_WRITING_BUILTINS)
+            if hit and keeps:
+                return f"`{sorted(hit)[0]}` is handed to `{code(node.func)}(...)` at line {p.start.line}, which may keep it"
     return None

@@ -205,6 +205,8 @@ class _Program:
             receiver, name = func.value, func.attr.value
             if dotted(receiver) == "self" and owner is not None:
                 targets, unknown = self.dispatch(owner, name)
+                if targets and any(name in _self_attrs(self.classes[c]) for c in self._ancestors(owner) | self.subclasses(owner)):
+                    return [], f"`{code(call)}` may call an attribute that shadows the method {name}()"
                 if targets or not unknown:
                     return targets, ("" if not unknown else f"`{code(call)}` may run a {name}() defined in another file")
                 kinds = self.submodule(owner, name)
@@ -520,3 +522,9 @@ def _type_check(source: SourceFile, name: cst.Name) -> bool:
 
 def _is_super(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super"
+
+
+def _self_attrs(cls: cst.ClassDef) -> set[str]:
+    """The names the class's methods assign as ``self.name = ...``."""
+    return {t.target.attr.value for t in iter_nodes(cls.body, (cst.AssignTarget,))
+            if isinstance(t.target, cst.Attribute) and dotted(t.target.value) == "self"}

@@ -82,6 +82,9 @@ WRITES_BEFORE = [
      "        self.layers = torch.nn.ModuleList([Inner()])\n\n"
      "    def forward(self, x, n):\n        return self.layers[0](x, n)\n",
      "Outer refers to Inner other than as `self.name = Inner(...)`"),
+    (HEAD + "class M(torch.nn.Module):\n    def __init__(self, f):\n        super().__init__()\n        self.step = f\n\n"
+     "    def step(self, x):\n        return x\n\n    def forward(self, x, n):\n        x = self.step(x)\n" + CHECK
+     + "        return x\n", "may call an attribute that shadows the method step()"),
     (HEAD + "class M(torch.nn.Module):\n    def forward(self, x, n):\n        for _ in range(2):\n" + "    " + CHECK
      + "            x.mul_(2)\n        return x\n", "`x.mul_(2)` updates a tensor in place"),
 ]
