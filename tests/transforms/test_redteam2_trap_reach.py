@@ -3,7 +3,7 @@
 Each program below writes Python-side state (``self.calls``, ``self.reads``) in the same
 compiled graph before a tensor check, through a path the reachability analysis does not follow:
 a method overridden by a subclass in another file, a decorator on ``forward``, a property
-getter, a submodule whose ``__call__`` is overridden. The fix at the default safety must either
+getter, a submodule whose ``__call__`` is overridden, a forward pre-hook on the checking submodule. The fix at the default safety must either
 leave the check alone (decline) or keep the program's behaviour: the same values, the same
 exception (type and message) and the same module state after each call, compiled (backend
 eager, a graph that raises loses the writes Dynamo applies when it returns) as in the original.
@@ -55,6 +55,15 @@ CALL_OVERRIDE = (
     "    def forward(self, x):\n        x = self.scale(x)\n" + CHECK
 )
 
+# A forward pre-hook on the checking submodule that counts its calls (hooks run inside the graph).
+HOOKED = (
+    "import torch\n\n\nclass Inner(torch.nn.Module):\n    def forward(self, x):\n" + CHECK + "\n\n"
+    "class Block(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n"
+    "        self.inner = Inner()\n        self.inner.register_forward_pre_hook(self._count)\n\n"
+    "    def _count(self, module, args):\n        self.calls += 1\n\n"
+    "    def forward(self, x):\n        return self.inner(x * 2)\n"
+)
+
 
 def _counting_subclass(module):
     # What a user of the library writes in their own file: the library cannot see it.
@@ -71,6 +80,7 @@ CASES = {
     "decorator-on-forward": (DECORATED, lambda m: m.Block()),
     "property-getter": (PROPERTY, lambda m: m.Block()),
     "submodule-call-override": (CALL_OVERRIDE, lambda m: m.Block()),
+    "forward-pre-hook": (HOOKED, lambda m: m.Block()),
 }
 
 _names = itertools.count()
