@@ -1,12 +1,13 @@
 """Writes that run before a lowered check (GM301) but that ``_reach`` does not see.
 
-Each program below writes Python-side state (``self.calls``, ``self.reads``) in the same
-compiled graph before a tensor check, through a path the reachability analysis does not follow:
-a method overridden by a subclass in another file, a decorator on ``forward``, a property
-getter, a submodule whose ``__call__`` is overridden, a forward pre-hook on the checking submodule. The fix at the default safety must either
-leave the check alone (decline) or keep the program's behaviour: the same values, the same
-exception (type and message) and the same module state after each call, compiled (backend
-eager, a graph that raises loses the writes Dynamo applies when it returns) as in the original.
+Each program below writes Python-side state (``self.calls``) in the same compiled graph before
+a tensor check, through a path the reachability analysis does not follow: a method overridden
+by a subclass in another file, a decorator on ``forward``, a property getter, a submodule whose
+``__call__`` is overridden, a forward pre-hook on the checking submodule. The fix at the default
+safety must either leave the check alone (decline) or keep the program's behaviour: the same
+values, the same exception (type and message) and the same module state after each call,
+compiled (backend eager: a graph that raises loses the writes Dynamo applies when it returns)
+as in the original.
 """
 
 from __future__ import annotations
