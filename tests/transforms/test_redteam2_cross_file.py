@@ -75,6 +75,39 @@ class Outer(torch.nn.Module):
             return torch.zeros_like(x)
 '''
 
+# A check in a module-level helper is lowered only under the entries named in `entries=(...)`:
+# bare class names, so a class of the same name in another rewritten file (whose forward counts
+# and prints first) passes for the clean entry `lib.Outer`.
+LIB_HELPER = '''import torch
+
+
+def check(x):
+    if (x < 0).any():
+        raise ValueError("negative input")
+    return x
+
+
+class Outer(torch.nn.Module):
+    def forward(self, x):
+        return check(x) + 1
+'''
+
+APP_SAME_NAME = '''import torch
+
+from lib import check
+
+
+class Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        print("outer")
+        return check(x * 2) + 1
+'''
+
 DRIVE = textwrap.dedent('''
     import contextlib, io, json, sys
     import torch
@@ -104,13 +137,16 @@ def _run(folder):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("app,outcomes", [(APP, ["value", "raise", "value"]), (APP_CATCHES, ["value"] * 3)],
-                         ids=["writes-and-prints", "catches"])
-def test_check_lowered_in_one_file_keeps_another_files_behaviour(tmp_path, app, outcomes):
+@pytest.mark.parametrize("lib,app,outcomes", [
+    (LIB, APP, ["value", "raise", "value"]),
+    (LIB, APP_CATCHES, ["value"] * 3),
+    (LIB_HELPER, APP_SAME_NAME, ["value", "raise", "value"]),
+], ids=["writes-and-prints", "catches", "helper-entry-of-the-same-name"])
+def test_check_lowered_in_one_file_keeps_another_files_behaviour(tmp_path, lib, app, outcomes):
     original, fixed = tmp_path / "original", tmp_path / "fixed"
     original.mkdir()
     fixed.mkdir()
-    for name, text in (("lib.py", LIB), ("app.py", app)):
+    for name, text in (("lib.py", lib), ("app.py", app)):
         (original / name).write_text(text)
         (fixed / name).write_text(fix_text(name, text, RuleContext(file=name, device="cpu")).text)
     want = _run(original)
