@@ -116,7 +116,7 @@ def test_fix_writes_in_paths_reports_patch_outside_and_keeps_comments(repo):
 
 def test_diff_output_is_a_patch_git_applies(make_repo):
     text = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
-            "        if (x > 0).any():\n            x = x.masked_fill(x > 1, 1.0)\n        return x\n")
+            "        if (x > 0).any():\n            x = x.masked_fill(x > 1, 1.0)\n        return x + 1\n")
     root = make_repo({"src/m.py": text, "graphmend.yml": "paths: [src/]\n"})
     proc = graphmend("fix", "--diff", "--unsafe-fixes", cwd=root)
     assert proc.stdout.startswith("--- a/src/m.py\n+++ b/src/m.py\n") and "fix(es) applied" in proc.stderr
@@ -128,7 +128,7 @@ def test_diff_output_is_a_patch_git_applies(make_repo):
 
 def test_static_mode_needs_unsafe_and_says_unverified(make_repo):
     text = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n"
-            "        if (x > 0).any():\n            x = x.clamp(max=1.0)\n        return x\n")
+            "        if (x > 0).any():\n            x = x.clamp(max=1.0)\n        return x + 1\n")
     root = make_repo({"src/m.py": text, "src/bad.py": "def broken(:\n", "src/bin.py": "x = 1\0\n",
                       "graphmend.yml": "paths: [src/]\n"})
     proc = graphmend("fix", cwd=root)

@@ -226,7 +226,7 @@ def _call(module, entry: str, mode: str, args):
     torch.manual_seed(0)
     target = getattr(module, entry)
     fn = target() if isinstance(target, type) else target
-    if mode != "eager":
+    if mode != "plain":
         reset_dynamo()
         fn = torch.compile(fn, backend=mode)
     seen = _observe(fn, args)
@@ -246,7 +246,7 @@ def test_adversarial_module_is_declined_or_the_same_program(case, tmp_path):
     assert result.applied, (case, [d.reason for d in result.declined])
     before, after = load_module(tmp_path, text), load_module(tmp_path, result.text)
     for sign in (POS, NEG):
-        for mode in ("eager", "eager", "aot_eager"):
+        for mode in ("plain", "eager", "aot_eager"):  # uncompiled, then compiled with each backend
             a = _call(before, entry, mode, make(sign.clone()))
             b = _call(after, entry, mode, make(sign.clone()))
             what = f"{case}/{mode}/{'+' if sign is POS else '-'}"
