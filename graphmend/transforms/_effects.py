@@ -320,7 +320,10 @@ def alias_roots(expr: cst.CSTNode, t, known_fresh: frozenset[str], modules: Opti
                          cst.FormattedString, cst.Ellipsis)):
         return set()
     if isinstance(expr, (cst.Attribute, cst.Subscript)):
-        return roots(expr) | (set() if not isinstance(expr, cst.Subscript) else set())
+        base = expr.value
+        while isinstance(base, (cst.Attribute, cst.Subscript)):
+            base = base.value  # `x.unbind(0)[0]`: a part of what the call may alias
+        return roots(expr) | (alias_roots(base, t, known_fresh, modules) if isinstance(base, cst.Call) else set())
     if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
         return set().union(set(), *(alias_roots(e.value, t, known_fresh) for e in expr.elements))
     if isinstance(expr, cst.Dict):

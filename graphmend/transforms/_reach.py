@@ -40,7 +40,7 @@ import builtins
 import libcst as cst
 
 from graphmend.transforms._analysis import FRESH, PURE_METHODS, torch_names_of
-from graphmend.transforms._effects import ALIAS_FUNCS, CONTAINER_METHODS, NON_WRITING_BUILTINS, NON_WRITING_MODULES, Modules, call_writes, code, dotted
+from graphmend.transforms._effects import CONTAINER_METHODS, NON_WRITING_BUILTINS, NON_WRITING_MODULES, Modules, call_writes, code, dotted
 from graphmend.transforms.base import SourceFile, iter_nodes
 
 # Names the runtime gives a rewritten module whose calls write nothing in the graph.
@@ -359,7 +359,7 @@ def _fresh_value(value: cst.BaseExpression, t) -> bool:
     if isinstance(value, cst.Call):
         kind, name = t.func(value.func)
         if kind in ("torch", "F"):
-            return name not in ALIAS_FUNCS
+            return name in FRESH  # vetted: an unlisted function (torch.ravel) may return a view
         if kind == "method":
             return name in FRESH
         return kind == "other" and name in ("len", "int", "float")
