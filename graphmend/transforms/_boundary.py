@@ -50,7 +50,7 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Union, Sequence
 
 import libcst as cst
 
@@ -545,24 +545,30 @@ def state_written_before(source: SourceFile, site: cst.CSTNode) -> Optional[str]
 
 
 def trap_entries(source: SourceFile, site: cst.CSTNode) -> Optional[tuple[str, ...]]:
-    """The entries a lowered check in a module-level helper may be lowered under (the module
-    classes of this file whose paths to it write nothing first), or None where the check needs
-    no such list (a method of a module class, a compiled function: every entry is checked; a
-    helper no class of this file calls: no boundary is proven, the fix is unsafe)."""
+    """The compiled entries a lowered check may be lowered under: the module classes of this file
+    whose every path to it writes nothing first (``_reach``), or the compiled function it is in;
+    None where no entry is proven (the fix is unsafe). The runtime keeps the original check under
+    any other entry — a class of another file that calls this one, a subclass, a lambda."""
     from graphmend.transforms import _reach
 
     outer = _outermost_function(source, site)
-    if outer is None or _enclosing_class(source, site) is not None or outer.name.value in compiled_functions(source):
+    if outer is None:
         return None
-    return _reach.before(source, site).clean or None  # none: not proven anywhere (an unsafe fix)
+    if _enclosing_class(source, site) is None and outer.name.value in compiled_functions(source):
+        return (outer.name.value,)
+    return _reach.before(source, site).clean or None
+
+
+def entries_text(entries: Sequence[str]) -> str:
+    """``(__name__ + ".A", ...)``: entries named as the runtime names them, by the module the
+    rewritten file is imported as (two files' classes of one name are not the same entry)."""
+    return "(" + ", ".join(f"__name__ + {'.' + e!r}" for e in entries) + ("," if len(entries) == 1 else "") + ")"
 
 
 def entries_argument(source: SourceFile, site: cst.CSTNode) -> str:
-    """``, entries=(...)`` for a lowered check in a module-level helper (:func:`trap_entries`), else ''."""
+    """``, entries=(...)`` for a lowered check (:func:`trap_entries`); without it the runtime never lowers."""
     entries = trap_entries(source, site)
-    if entries is None:
-        return ""
-    return ", entries=(" + ", ".join(repr(e) for e in entries) + ("," if len(entries) == 1 else "") + ")"
+    return "" if entries is None else ", entries=" + entries_text(entries)
 
 
 def try_in_callers(source: SourceFile, site: cst.CSTNode) -> Optional[cst.CSTNode]:

@@ -102,7 +102,7 @@ class DeferredCallRule(Transform):
         if faults and not raises:
             if entries:
                 # Recorded only under the entries where nothing may fail after the call.
-                edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries={entries!r})"),) + runtime[0]
+                edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries={B.entries_text(entries)})"),) + runtime[0]
                 notes_entries = (f" Under a compiled {', '.join(sorted(faults))}, the call runs as written (it may fail after "
                                  f"the call in the same graph: {next(iter(faults.values()))}).")
             else:

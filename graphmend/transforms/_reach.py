@@ -90,6 +90,7 @@ class _Program:
             for f in self.methods(name).values():
                 self.owner[id(f)] = name
         self._memo: dict[int, Optional[str]] = {}
+        self.defined = frozenset(self.functions) | frozenset(self.classes)
 
     # -- classes ------------------------------------------------------------------------------
 
@@ -168,6 +169,8 @@ class _Program:
                     value = node.value
                     callee = dotted(value.func) if isinstance(value, cst.Call) else ""
                     leaf = callee.split(".")[-1]
+                    if callee in self.classes and self.resolve(callee, "__call__") is not None:
+                        return None  # its own __call__ runs around forward: not followed
                     if callee in self.classes:
                         found.append(callee)
                     elif leaf in STATELESS_MODULES and callee.split(".")[0] in ("nn", "torch") \
@@ -264,7 +267,7 @@ class _Program:
             return self._memo[id(fn)]
         if id(fn) in stack:
             return None  # recursion adds nothing new
-        why = self._nodes_write(fn, iter_nodes(fn.body, WRITES), stack + (id(fn),))
+        why = decorated(fn, self.defined) or self._nodes_write(fn, iter_nodes(fn.body, WRITES), stack + (id(fn),))
         self._memo[id(fn)] = why
         return why
 
@@ -374,6 +377,9 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
     fn = enclosing_function(source, site)
     if fn is None:
         return Before(blocked="the check runs at module level, outside any compiled region")
+    unseen = _unfollowed_code(source)
+    if unseen:
+        return Before(blocked=unseen)
     forwards = set(module_classes_with_forward(source))
     result = Before()
     seen: set[tuple[int, int]] = set()
@@ -391,6 +397,9 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
             why = f"{written} {LOST}" if written else None
         if f is fn and point is site:
             result.own = why
+        if decorated(f, program.defined):
+            result.blocked = decorated(f, program.defined)
+            return result
         owner = program.owner.get(id(f))
         if owner is None and source.parent(f) is not source.module:
             result.blocked = f"{f.name.value} is a nested function; its callers are not followed"
@@ -415,6 +424,45 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
     result.dirty = {e: reasons[e] for e in sorted(reached) if e in reasons}
     result.clean = tuple(sorted(reached - set(reasons)))
     return result
+
+
+HOOKS = ("register_forward_pre_hook", "register_forward_hook", "register_module_forward_pre_hook",
+         "register_module_forward_hook", "register_full_backward_pre_hook", "register_module_full_backward_hook")
+HARMLESS_DECORATORS = ("staticmethod", "classmethod")
+# Decorators of transformers that only set the function's __doc__ and return the function itself
+# (never a wrapper): vetted by name, and only when imported (a definition in the file is read).
+DOC_DECORATORS = ("auto_docstring", "add_start_docstrings", "add_start_docstrings_to_model_forward",
+                  "add_code_sample_docstrings", "replace_return_docstrings")
+
+
+def decorated(fn: cst.FunctionDef, defined: frozenset[str] = frozenset()) -> Optional[str]:
+    """Why ``fn``'s decorators may run code around it (None: none, only ``staticmethod``/
+    ``classmethod``, or a docstring decorator imported from elsewhere — not one of ``defined``)."""
+    for d in fn.decorators:
+        name = dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+        leaf = name.split(".")[-1]
+        if name not in HARMLESS_DECORATORS and not (leaf in DOC_DECORATORS and leaf not in defined):
+            return (f"{fn.name.value}() is decorated (`@{code(d.decorator)}`): what the decorator runs around it is "
+                    "not followed")
+    return None
+
+
+def _unfollowed_code(source: SourceFile) -> Optional[str]:
+    """Code of this file that runs inside a compiled region without a call this analysis follows:
+    module hooks (they run around a submodule's forward) and properties (a plain attribute read
+    runs their getter)."""
+    for node in iter_nodes(source.module, (cst.Call,)):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in HOOKS:
+            return (f"`{code(node.func)}(...)` at line {source.line(node)} registers a hook, which runs in the graph "
+                    "around a module's forward and is not followed")
+    read = {n.attr.value for n in iter_nodes(source.module, (cst.Attribute,))}
+    for fn in iter_nodes(source.module, (cst.FunctionDef,)):
+        for d in fn.decorators:
+            name = dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+            if name.split(".")[-1] in ("property", "cached_property", "setter", "getter") and fn.name.value in read:
+                return (f"{fn.name.value} at line {source.line(fn)} is a property read in this file: reading it runs "
+                        "code that is not followed")
+    return None
 
 
 def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tuple[list[tuple[cst.FunctionDef, cst.Call]], str]:

@@ -212,12 +212,14 @@ def _graphmend_stale():
 
 
 def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None):
-    """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion.
-    ``entries`` (a check in a module-level helper): the module classes under which nothing in
-    the graph writes state before it; under any other entry the check runs as written."""
+    """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion, but
+    only under one of ``entries``: the compiled entries (``module.Class`` or ``module.function``)
+    under which the fix proved that nothing in the graph writes state before the check or catches
+    its exception. Under any other entry (a class of another file, a subclass, none given) the
+    check runs as written."""
     if not _graphmend_torch.compiler.is_compiling():
         return condition
-    if not _graphmend_bounded() or (entries is not None and getattr(_graphmend_runtime, "entry", None) not in entries) \
+    if not _graphmend_bounded() or getattr(_graphmend_runtime, "entry", None) not in (entries or ()) \
             or not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
                     and condition.device.type == "cpu"
                     and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
@@ -273,7 +275,10 @@ def _graphmend_boundary(function, name=None):
         runtime.depth = depth + 1
         entry = getattr(runtime, "entry", None)
         if not depth:
-            runtime.entry = name  # the outermost boundary: the compiled entry
+            # The outermost boundary: the compiled entry, by the class the call really runs (a
+            # subclass from another file that inherits this forward is not the class proven here).
+            own = args[0] if args and isinstance(args[0], _graphmend_torch.nn.Module) else None
+            runtime.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
@@ -313,10 +318,10 @@ def _graphmend_install_boundaries(namespace):
                 and getattr(value, "forward") is not _graphmend_torch.nn.Module.forward):
             # its own forward, or one it inherits (an nn.Sequential subclass): whatever the
             # compiled entry runs must be a boundary, not only what it inlines
-            value.forward = _graphmend_boundary(value.forward, value.__name__)
+            value.forward = _graphmend_boundary(value.forward, value.__module__ + "." + value.__qualname__)
         elif (callable(value) and getattr(value, "_is_torch_compile", False)
               and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
-            namespace[key] = _graphmend_boundary(value)
+            namespace[key] = _graphmend_boundary(value, name + "." + key)
 
 
 def _graphmend_install(namespace):

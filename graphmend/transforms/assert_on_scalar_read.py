@@ -7,7 +7,7 @@ Real models validate their inputs with an ``assert`` on a number read from a ten
 The ``.item()`` ends the graph (GB0124) for nothing but a check that almost never fails. The
 rewrite keeps the assertion and its line, and changes only its test::
 
-    assert _graphmend_trap(_graphmend_item_compare(lengths.max(), "<=", slen), AssertionError, '', False)
+    assert _graphmend_trap(_graphmend_item_compare(lengths.max(), "<=", slen), AssertionError, '', False, entries=(__name__ + '.XLMModel',))
 
 * ``_graphmend_item_compare`` (a helper appended to the module) is the original comparison in
   eager mode, exactly (``.item()`` and the Python operator). Under ``torch.compile`` it compares
@@ -135,7 +135,7 @@ class AssertOnScalarRead(Transform):
         ),
         "Use instead": (
             "```python\n"
-            "assert _graphmend_trap(_graphmend_item_compare(lengths.max(), \"<=\", slen), AssertionError, '', False)\n"
+            "assert _graphmend_trap(_graphmend_item_compare(lengths.max(), \"<=\", slen), AssertionError, '', False, entries=(__name__ + '.M',))\n"
             "```\n"
             "(with the graphmend runtime and the helper appended to the module). By hand, when the tensor "
             "is an integer tensor and the other side a Python int, `assert lengths.max() <= slen` stays in "
@@ -189,14 +189,14 @@ class AssertOnScalarRead(Transform):
             "        slen = x.size(1)\n        assert lengths.max().item() <= slen\n        return x * 2\n",
             "import torch\n\n\nclass M(torch.nn.Module):\n    def forward(self, x, lengths):\n"
             "        slen = x.size(1)\n"
-            "        assert _graphmend_trap(_graphmend_item_compare(lengths.max(), \"<=\", slen), AssertionError, '', False)\n"
+            "        assert _graphmend_trap(_graphmend_item_compare(lengths.max(), \"<=\", slen), AssertionError, '', False, entries=(__name__ + '.M',))\n"
             "        return x * 2\n" + B.RUNTIME + HELPER_CODE.format(helper=HELPER, torch="torch"),
         ),
         (
             "import torch\n\n\nclass M(torch.nn.Module):\n    def forward(self, x, n):\n"
             "        assert n > x.sum().item(), \"sum too large\"\n        return x\n",
             "import torch\n\n\nclass M(torch.nn.Module):\n    def forward(self, x, n):\n"
-            "        assert _graphmend_trap(_graphmend_item_compare(n, \">\", x.sum(), \"right\"), AssertionError, 'sum too large', False), \"sum too large\"\n"
+            "        assert _graphmend_trap(_graphmend_item_compare(n, \">\", x.sum(), \"right\"), AssertionError, 'sum too large', False, entries=(__name__ + '.M',)), \"sum too large\"\n"
             "        return x\n" + B.RUNTIME + HELPER_CODE.format(helper=HELPER, torch="torch"),
         ),
     )

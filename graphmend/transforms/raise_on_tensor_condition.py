@@ -46,9 +46,9 @@ _AFTER = '''import torch
 
 class Scorer(torch.nn.Module):
     def forward(self, scores):
-        if _graphmend_trap((scores < 0).any(), ValueError, 'scores must be non-negative'):
+        if _graphmend_trap((scores < 0).any(), ValueError, 'scores must be non-negative', entries=(__name__ + '.Scorer',)):
             raise ValueError("scores must be non-negative")
-        if not _graphmend_trap(torch.isfinite(scores).all(), OverflowError, 'scores overflowed', False):
+        if not _graphmend_trap(torch.isfinite(scores).all(), OverflowError, 'scores overflowed', False, entries=(__name__ + '.Scorer',)):
             raise OverflowError("scores overflowed")
         return scores.softmax(-1)
 ''' + B.RUNTIME
@@ -77,7 +77,7 @@ class RaiseOnTensorCondition(Transform):
         ),
         "Example": "```python\n" + _BEFORE + "```",
         "Use instead": (
-            "```python\n        if _graphmend_trap((scores < 0).any(), ValueError, 'scores must be non-negative'):\n"
+            "```python\n        if _graphmend_trap((scores < 0).any(), ValueError, 'scores must be non-negative', entries=(__name__ + '.Scorer',)):\n"
             "            raise ValueError(\"scores must be non-negative\")\n```\n(with the graphmend runtime appended)."
         ),
         "Fix safety": (

@@ -34,7 +34,7 @@ _AFTER = '''import torch
 
 class Tied(torch.nn.Module):
     def forward(self, weight, reference):
-        if not _graphmend_trap(_graphmend_equal(weight, reference), ValueError, 'the tied weights diverged', False):
+        if not _graphmend_trap(_graphmend_equal(weight, reference), ValueError, 'the tied weights diverged', False, entries=(__name__ + '.Tied',)):
             raise ValueError("the tied weights diverged")
         return weight * 2
 ''' + B.RUNTIME

@@ -62,8 +62,9 @@ def test_fix_is_safe_in_a_forward_and_keeps_every_line():
     old, new = PROGRAM.splitlines(), result.text.splitlines()
     assert new[:6] == old[:6] and new[8] == old[8]  # only the assert lines change
     assert new[10] == "        return y" == old[10]  # same line count: tracebacks and log locations stay
-    assert "assert _graphmend_trap(_graphmend_item_compare(x.max(), \"<=\", slen), AssertionError, '', False)" in new[6]
-    assert "_graphmend_item_compare(m, \"<\", x.min(), \"right\"), AssertionError, 'm too large', False), \"m too large\"" in new[7]
+    entries = "entries=(__name__ + '.Check',)"  # lowered only under the entry proven here
+    assert f"assert _graphmend_trap(_graphmend_item_compare(x.max(), \"<=\", slen), AssertionError, '', False, {entries})" in new[6]
+    assert f"_graphmend_item_compare(m, \"<\", x.min(), \"right\"), AssertionError, 'm too large', False, {entries}), \"m too large\"" in new[7]
     assert "_graphmend_item_compare(y.sum(), \"!=\", n)" in new[9]
 
 

@@ -185,13 +185,15 @@ def test_records_of_graphs_that_returned_are_shown_before_an_exception(tmp_path)
 
 
 def test_wrapping_a_compiled_callable_defined_elsewhere(mod):
-    """What the fix notes tell users whose compiled entry lives outside the rewritten module."""
+    """What the fix notes tell users whose compiled entry lives outside the rewritten module: the
+    deferred calls replay after it; a lowered check is not lowered under it (nothing proves what
+    the wrapper does in the graph before the check), so the check stays a Python check."""
     reset_dynamo()
     counter = GraphCounter()
     model = mod.Outer()
     compiled = mod._graphmend_boundary(torch.compile(lambda x: model(x) + 1, backend=counter))
     results, text = _run(compiled, torch.ones(2), torch.ones(2))
     assert text == EXPECTED_ONE_CALL * 2 and not _pending(mod)
-    assert counter.graphs == 1 and graph_breaks() == 0
+    assert graph_breaks() >= 1  # the check's own break: only a proven entry lowers it
     with pytest.raises(ValueError, match="^negative input$"):
         _run(compiled, -torch.ones(2))

@@ -142,7 +142,7 @@ def test_a_failure_in_the_enclosing_module_after_the_call_keeps_the_call_under_t
     [fix] = result.applied
     assert fix.safety is Safety.SAFE
     assert 'print("inner", x.sum())' not in result.text
-    assert "_graphmend_deferred(print, \"call\", entries=('Inner',))(\"inner\", x.sum())" in result.text
+    assert "_graphmend_deferred(print, \"call\", entries=(__name__ + '.Inner',))(\"inner\", x.sum())" in result.text
     assert "`y[idx]` at line 17 (in Outer.forward, which may run after this call" in fix.notes
     for args in ((torch.ones(2), torch.tensor(5)), (torch.ones(2), torch.tensor(1))):
         got = []
@@ -163,7 +163,7 @@ def test_the_unrestricted_rewrite_would_lose_the_output(tmp_path):
     """Why the entry restriction is needed: recorded under Outer, the graph raises and the record
     made before the failure inside it is lost."""
     result, original, fixed = _pair(tmp_path, OUTER_FAILS)
-    text = result.text.replace(", entries=('Inner',)", "")
+    text = result.text.replace(", entries=(__name__ + '.Inner',)", "")
     assert text != result.text
     unrestricted = load_module(tmp_path, text)
     reset_dynamo()
