@@ -43,7 +43,7 @@ _names = itertools.count()
 
 def _load(path, text):
     path.write_text(text)
-    name = f"redteam2_views_{next(_names)}"
+    name = f"alias_views_prog_{next(_names)}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
