@@ -469,6 +469,8 @@ def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tu
     """The (function, call) pairs of this file that call ``fn``, and why they cannot all be
     found (a reference that is not a plain call), if so. Calls at module level run on import,
     not under compile."""
+    from graphmend.transforms._boundary import _outermost_function
+
     source = program.source
     name = fn.name.value
     found: list[tuple[cst.FunctionDef, cst.Call]] = []
@@ -479,7 +481,7 @@ def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tu
             parent = source.parent(n)
             if isinstance(parent, cst.Attribute) and parent.attr is n:
                 continue
-            g = _function_of(source, n)
+            g = _outermost_function(source, n)
             if isinstance(parent, cst.Call) and parent.func is n:
                 if g is not None and _innermost(source, n) is not g:
                     return [], f"{name} is called at line {source.line(n)} in a nested function, whose calls are not followed"
@@ -493,7 +495,7 @@ def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tu
         if n.attr.value != name:
             continue
         parent = source.parent(n)
-        g = _function_of(source, n)
+        g = _outermost_function(source, n)
         cls = program.owner.get(id(g)) if g is not None else None
         via_self = dotted(n.value) == "self" and cls in family
         via_super = _is_super(n.value) and cls in family
@@ -537,16 +539,6 @@ def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tu
     return found, ""
 
 
-def _function_of(source: SourceFile, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-    """The outermost function around ``node`` (a method or a module-level function), or None."""
-    found, cur = None, source.parent(node)
-    while cur is not None:
-        if isinstance(cur, cst.FunctionDef):
-            found = cur
-        cur = source.parent(cur)
-    return found
-
-
 def _innermost(source: SourceFile, node: cst.CSTNode) -> Optional[cst.CSTNode]:
     cur = source.parent(node)
     while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Lambda)):
@@ -556,9 +548,9 @@ def _innermost(source: SourceFile, node: cst.CSTNode) -> Optional[cst.CSTNode]:
 
 def _type_check(source: SourceFile, name: cst.Name) -> bool:
     """Whether ``name`` is only read as a type: ``isinstance(x, Name)``, an annotation."""
-    cur, child = source.parent(name), name
+    cur = source.parent(name)
     while isinstance(cur, (cst.Element, cst.Tuple, cst.Subscript, cst.SubscriptElement, cst.Index, cst.Attribute)):
-        cur, child = source.parent(cur), cur
+        cur = source.parent(cur)
     if isinstance(cur, cst.Annotation):
         return True
     if isinstance(cur, cst.Arg):
