@@ -190,13 +190,18 @@ class DockerRunner:
             _remove(client, container, run_id)
 
 
+REMOVE_ATTEMPTS = 12
+
+
 def _remove(client: Any, container: Any, run_id: str) -> None:
     """Remove the job's container however the job ended: also one whose start failed after it was
     created (found by its run label), retried while the daemon is busy or a removal is under way."""
     import docker
     import requests
 
-    for attempt in range(5):
+    # A container that wrote a flood of output, or whose runtime is slow to let go of it under
+    # load, can refuse removal for several seconds (runc "did not terminate"): about 30 s in all.
+    for attempt in range(REMOVE_ATTEMPTS):
         try:
             found = [container] if container is not None else client.containers.list(
                 all=True, filters={"label": f"graphmend.run={run_id}"})
@@ -206,7 +211,7 @@ def _remove(client: Any, container: Any, run_id: str) -> None:
         except docker.errors.NotFound:
             return
         except (docker.errors.DockerException, requests.exceptions.RequestException):
-            time.sleep(0.5 * (attempt + 1))
+            time.sleep(min(0.5 * (attempt + 1), 3.0))
 
 
 def _stream_logs(container: Any) -> str:
