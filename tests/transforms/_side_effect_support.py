@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
+import textwrap
 from pathlib import Path
 
 from graphmend.model import Safety
@@ -56,3 +57,26 @@ def reset_dynamo() -> None:
 
     torch._dynamo.reset()
     counters.clear()
+
+
+# The start of a differential runner script run in a fresh interpreter (``python -c``): ``load``
+# imports a program file under a name, ``Count`` is a backend that counts the graphs it compiles.
+RUNNER_PRELUDE = textwrap.dedent('''
+    import importlib.util, json, sys
+    import torch
+
+    def load(path, name):
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    class Count:
+        def __init__(self, backend):
+            self.graphs, self.backend = 0, backend
+        def __call__(self, gm, inputs):
+            self.graphs += 1
+            return gm.forward if self.backend == "eager" else torch._dynamo.backends.debugging.aot_eager(gm, inputs)
+
+''')

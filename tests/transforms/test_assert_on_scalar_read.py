@@ -24,6 +24,7 @@ from graphmend.model import Decline, Fix, Safety  # noqa: E402
 from graphmend.transforms.base import RuleContext, SourceFile  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
 from graphmend.transforms.registry import get_rule  # noqa: E402
+from tests.transforms._side_effect_support import RUNNER_PRELUDE  # noqa: E402
 
 RULE = get_rule("GM303")
 
@@ -113,24 +114,7 @@ def test_gm401_leaves_assert_comparisons_to_gm303():
     assert isinstance(outcome, Decline) and "GM303" in outcome.reason
 
 
-RUNNER = textwrap.dedent('''
-    import importlib.util, json, sys
-    import torch
-
-    def load(path, name):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    class Count:
-        def __init__(self, backend):
-            self.graphs, self.backend = 0, backend
-        def __call__(self, gm, inputs):
-            self.graphs += 1
-            return gm.forward if self.backend == "eager" else torch._dynamo.backends.debugging.aot_eager(gm, inputs)
-
+RUNNER = RUNNER_PRELUDE + textwrap.dedent('''
     original = load(sys.argv[1], "original")
     fixed = load(sys.argv[2], "fixed")
     report = {"original": [], "fixed-eager": [], "eager": [], "aot_eager": []}

@@ -26,6 +26,7 @@ from graphmend.model import Decline, Fix, Safety  # noqa: E402
 from graphmend.transforms.base import RuleContext, SourceFile  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
 from graphmend.transforms.registry import get_rule  # noqa: E402
+from tests.transforms._side_effect_support import RUNNER_PRELUDE  # noqa: E402
 
 GM303 = get_rule("GM303")
 GM301 = get_rule("GM301")
@@ -171,24 +172,7 @@ def test_helper_with_no_caller_here_stays_unsafe():
     assert isinstance(fix, Fix) and fix.safety is Safety.UNSAFE and "entries=" not in fix.edits[0].new_text
 
 
-RUNNER = textwrap.dedent('''
-    import importlib.util, json, sys
-    import torch
-
-    def load(path, name):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    class Count:
-        def __init__(self, backend):
-            self.graphs, self.backend = 0, backend
-        def __call__(self, gm, inputs):
-            self.graphs += 1
-            return gm.forward if self.backend == "eager" else torch._dynamo.backends.debugging.aot_eager(gm, inputs)
-
+RUNNER = RUNNER_PRELUDE + textwrap.dedent('''
     original = load(sys.argv[1], "original")
     fixed = load(sys.argv[2], "fixed")
     report = {}
