@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphmend.config import load_config
-from graphmend.verify import verify
+from tests.verify.repo_files import targets_config, verify_forced
 
 pytestmark = pytest.mark.xdist_group("predication_verify")
 
@@ -73,20 +72,11 @@ def ambiguous(dtype=torch.float32, device="cpu"):
     return model.Ambiguous(), (torch.tensor([1.0, 2.0, 3.0], dtype=dtype),)
 '''
 
-CONFIG = "paths: [pkg/]\ntargets:\n" + "".join(
-    f'  - {{name: {n}, entry: "tools.targets:{n}", device: cpu, backend: eager}}\n'
-    for n in ("autograd", "ambiguous"))
+CONFIG = targets_config(("autograd", "ambiguous"), "eager")
 
 
 def test_each_forced_predication_is_caught(make_repo):
-    root = make_repo({"pkg/__init__.py": "", "pkg/model.py": MODEL, "tools/__init__.py": "", "tools/targets.py": TARGETS,
-                      "graphmend.yml": CONFIG})
-    text = MODEL
-    for old, new in WRONG.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    (root / "pkg/model.py").write_text(text)
-    report = verify(load_config(root), base="HEAD", count_breaks=False, grad=True)
+    report = verify_forced(make_repo, MODEL, TARGETS, CONFIG, WRONG, grad=True)
     by = {t.name: t for t in report.targets}
     details = {n: " | ".join(f"{m.kind}/{m.check}: {m.detail}" for m in t.mismatches) for n, t in by.items()}
     assert all(not t.ok for t in by.values()), details

@@ -78,3 +78,25 @@ BRANCH = '''\
 '''
 WHERE = "        y = torch.where(x.sum() > 0, h * 2, h - 1)\n"
 SWAPPED = "        y = torch.where(x.sum() > 0, h - 1, h * 2)\n"
+
+
+def targets_config(names, backend: str) -> str:
+    """graphmend.yml for ``pkg/`` with one CPU target per name, ``tools.targets:<name>``."""
+    return "paths: [pkg/]\ntargets:\n" + "".join(
+        f'  - {{name: {n}, entry: "tools.targets:{n}", device: cpu, backend: {backend}}}\n' for n in names)
+
+
+def verify_forced(make_repo, model: str, targets: str, config: str, wrong: dict, *, grad: bool):
+    """Commit ``model`` as pkg/model.py, apply the hand edits ``wrong`` (old -> new) to the working
+    tree, and run ``verify`` of HEAD against it: the report on a forced wrong rewrite."""
+    from graphmend.config import load_config
+    from graphmend.verify import verify
+
+    root = make_repo({"pkg/__init__.py": "", "pkg/model.py": model, "tools/__init__.py": "", "tools/targets.py": targets,
+                      "graphmend.yml": config})
+    text = model
+    for old, new in wrong.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    (root / "pkg/model.py").write_text(text)
+    return verify(load_config(root), base="HEAD", count_breaks=False, grad=grad)

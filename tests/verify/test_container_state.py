@@ -11,10 +11,8 @@ cached tensor in place changes the module's state; verify must name both.
 from __future__ import annotations
 
 import pytest
-import torch
 
-from graphmend.config import load_config
-from graphmend.verify import verify
+from tests.verify.repo_files import targets_config, verify_forced
 
 pytestmark = pytest.mark.xdist_group("verify_identity")
 
@@ -63,19 +61,11 @@ def updates(dtype=torch.float32, device="cpu"):
     return model.Updates(), (torch.ones(3, dtype=dtype),)
 '''
 
-CONFIG = "paths: [pkg/]\ntargets:\n" + "".join(
-    f'  - {{name: {n}, entry: "tools.targets:{n}", device: cpu, backend: eager}}\n' for n in ("cached", "updates"))
+CONFIG = targets_config(("cached", "updates"), "eager")
 
 
 def test_a_forced_rewrite_of_container_state_is_caught(make_repo):
-    root = make_repo({"pkg/__init__.py": "", "pkg/model.py": MODEL, "tools/__init__.py": "", "tools/targets.py": TARGETS,
-                      "graphmend.yml": CONFIG})
-    text = MODEL
-    for old, new in WRONG.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    (root / "pkg/model.py").write_text(text)
-    report = verify(load_config(root), base="HEAD", count_breaks=False, grad=False)
+    report = verify_forced(make_repo, MODEL, TARGETS, CONFIG, WRONG, grad=False)
     by = {t.name: t for t in report.targets}
     missed = [name for name in ("cached", "updates") if by[name].ok]
     assert not missed, {n: [f"{m.kind}/{m.check}: {m.detail}" for m in by[n].mismatches] for n in by}

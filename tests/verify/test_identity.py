@@ -12,8 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from graphmend.config import load_config
-from graphmend.verify import verify
+from tests.verify.repo_files import targets_config, verify_forced
 from graphmend.verify.observe import output_identity
 
 pytestmark = pytest.mark.xdist_group("verify_identity")
@@ -92,19 +91,11 @@ def sparse(dtype=torch.float32, device="cpu"):
     return model.Sparse(), (torch.eye(3, dtype=dtype).to_sparse(),)
 '''
 
-CONFIG = "paths: [pkg/]\ntargets:\n" + "".join(
-    f'  - {{name: {n}, entry: "tools.targets:{n}", device: cpu, backend: aot_eager}}\n' for n in ("outputs", "sparse"))
+CONFIG = targets_config(("outputs", "sparse"), "aot_eager")
 
 
 def test_a_forced_rewrite_that_changes_identity_is_caught_without_grad(make_repo):
-    root = make_repo({"pkg/__init__.py": "", "pkg/model.py": MODEL, "tools/__init__.py": "", "tools/targets.py": TARGETS,
-                      "graphmend.yml": CONFIG})
-    text = MODEL
-    for old, new in WRONG.items():
-        assert old in text, old
-        text = text.replace(old, new)
-    (root / "pkg/model.py").write_text(text)
-    report = verify(load_config(root), base="HEAD", count_breaks=False, grad=False)
+    report = verify_forced(make_repo, MODEL, TARGETS, CONFIG, WRONG, grad=False)
     by = {t.name: t for t in report.targets}
     found = [f"{m.kind}/{m.check}: {m.detail}" for m in by["outputs"].mismatches]
     for mode in ("eager", "compiled"):
