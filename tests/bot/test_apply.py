@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from bot import markers
+from bot.post import offered_digest
 from bot.suggest import apply_line_edits
-from bot.review import Edit
+from bot.review import Edit, load
 from graphmend.cli import main
 from tests.bot.conftest import (BASE_MODEL, FP_BRANCH, FP_NONZERO, HEAD_MODEL, REPO_NAME, TOKEN, PrRepo, commit_all, git, pr_review,
                                 write_review)
 from tests.github_server import apply_ops
+from tests.github_server import server as srv
 
 # The pull request of conftest without its unfixable nonzero: both of its breaks have verified fixes.
 HEAD = HEAD_MODEL.replace("        n = torch.nonzero(h).shape[0]\n        return h + n\n", "        return h\n")
@@ -290,18 +293,12 @@ def test_a_fix_the_review_never_showed_in_full_is_not_committed(monkeypatch, cap
 
 def test_a_review_posted_by_a_person_with_the_bot_s_markers_is_not_the_bot_s(monkeypatch, capsys, server, pull, tmp_path):
     # The author posts a COMMENT review that copies the bot's markers for a review.json of their own.
-    from tests.github_server import server as srv
-
     server.open_pull(REPO_NAME, pull.base, pull.head)
     review = review_for(pull, tmp_path)
     post(monkeypatch, capsys, server, review, pull.head)
     data = json.loads(review.read_text())
     data["findings"][0]["fix"]["edits"][0]["new_text"] = "        h = h * 2  # something else\n"
     forged = write_review(tmp_path, data, "forged.json")
-    from bot import markers
-    from bot.post import offered_digest
-    from bot.review import load
-
     bot_body = next(r.body for r in server.state.reviews if r.user.login.endswith("[bot]"))
     body = bot_body.replace(markers.find_fixes(bot_body), offered_digest(load(forged)))
     author = next(u for u in server.state.users.values() if u.login == "maintainer")
