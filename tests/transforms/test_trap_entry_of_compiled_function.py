@@ -1,0 +1,82 @@
+"""A compiled function's entry is the function, whatever it is called with.
+
+``lib.py`` holds a module whose ``forward`` checks its input (GM301 lowers it under the entry
+``lib.Block``: nothing in that class writes before the check) and a ``torch.compile``'d function
+that records the call in module state, then calls the block. The runtime names the outermost
+boundary's entry by the class of its first argument when that is a module, so the compiled
+function ``run(block, x)`` passes for the clean entry ``lib.Block``: the check is lowered into
+``run``'s graph, which fails as a whole, and the ``STATE.append`` made before it is lost, where
+the original recorded the call and then raised.
+
+The file is fixed at the default safety as ``graphmend fix`` does it; the program must behave
+as the original did (values, exception type and message, ``STATE``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+
+from graphmend.transforms.base import RuleContext  # noqa: E402
+from graphmend.transforms.engine import fix_text  # noqa: E402
+
+LIB = '''import torch
+
+STATE = []
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        if (x < 0).any():
+            raise ValueError("negative input")
+        return x + 1
+
+
+@torch.compile(backend="eager")
+def run(block, x):
+    STATE.append(1)
+    return block(x * 2)
+'''
+
+DRIVE = textwrap.dedent('''
+    import json, sys
+    import torch
+    sys.path.insert(0, sys.argv[1])
+    import lib
+    seen = []
+    block = lib.Block()
+    for values in ([1.0], [-1.0], [2.0]):
+        try:
+            got = ["value", lib.run(block, torch.tensor(values)).tolist()]
+        except Exception as exc:
+            got = ["raise", type(exc).__name__, str(exc)]
+        seen.append([got, len(lib.STATE)])
+    print(json.dumps(seen))
+''')
+
+
+def _run(folder):
+    proc = subprocess.run([sys.executable, "-c", DRIVE, str(folder)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_compiled_function_called_with_a_clean_module_keeps_its_state_writes(tmp_path):
+    original, fixed = tmp_path / "original", tmp_path / "fixed"
+    original.mkdir()
+    fixed.mkdir()
+    (original / "lib.py").write_text(LIB)
+    result = fix_text("lib.py", LIB, RuleContext(file="lib.py", device="cpu"))
+    (fixed / "lib.py").write_text(result.text)
+    want = _run(original)
+    assert [w[0][0] for w in want] == ["value", "raise", "value"]
+    assert [w[1] for w in want] == [1, 2, 3]
+    assert _run(fixed) == want
