@@ -3,9 +3,9 @@
 ``Block.scale`` is a property that counts its reads; ``forward`` reads it, then checks its input:
 read with ``getattr(self, "scale")``, made with ``scale = property(_scale)`` rather than the
 decorator, or inherited from a base class in another file. GM301 lowers the check under
-``lib.Block`` as if nothing wrote before it; compiled, the graph fails as a whole and the count made before the check is lost,
-where the original counted and then raised. The file is fixed at the default safety as
-``graphmend fix`` does it; the program must behave as the original did.
+``lib.Block`` as if nothing wrote before it; compiled, the graph fails as a whole and the count
+made before the check is lost, where the original counted and then raised. The file is fixed at
+the default safety as ``graphmend fix`` does it; the program must behave as the original did.
 """
 
 from __future__ import annotations
