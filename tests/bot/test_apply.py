@@ -307,3 +307,24 @@ def test_a_review_posted_by_a_person_with_the_bot_s_markers_is_not_the_bot_s(mon
     code, result = apply(monkeypatch, capsys, server, tmp_path, forged, comment)
     assert code == 1 and "not the ones the review for this head offered" in result["reason"]
     assert git(pull.root, "rev-parse", "feature") == pull.head
+
+
+def test_a_fix_padded_with_blank_lines_and_a_deletion_the_review_never_showed_is_not_committed(monkeypatch, capsys, server,
+                                                                                               pull, tmp_path):
+    # Blank lines stand in every review, and a deletion writes no line at all: a fix made of
+    # only those is "shown" line by line although the review never showed the fix. Here the
+    # fix replaces the branch (lines 11-14) with blank lines, enough of them to pass what a
+    # review comment can show, and a deletion-only edit drops `super().__init__()` (line 6).
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    data = json.loads(review_for(pull, tmp_path).read_text())
+    fix = next(f for f in data["findings"] if f.get("fix"))["fix"]
+    fix["edits"][0]["new_text"] = "\n" * 70000
+    fix["edits"].insert(0, {"file": "src/model.py", "start_line": 6, "end_line": 6, "new_text": ""})
+    review = write_review(tmp_path, data, "blank.json")
+    post(monkeypatch, capsys, server, review, pull.head)
+    shown = "\n".join([r.body for r in server.state.reviews] + [c.body for c in server.state.review_comments])
+    assert "…and 1 more patch(es)" in shown  # the premise: the review did not show the fix
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert "super().__init__()" in git(pull.root, "show", "feature:src/model.py")
+    assert code == 1 and result["outcome"] == "refused", result
