@@ -254,9 +254,11 @@ def _graphmend_restore(error):
     return exc_type(message)
 
 
-def _graphmend_boundary(function, name=None):
-    """Make ``function`` (a forward method or a compiled function) an eager boundary; ``name``
-    (the module class's) is the entry a deferred call may be restricted to."""
+def _graphmend_boundary(function, name=None, method=False):
+    """Make ``function`` (a forward method or a compiled function) an eager boundary named
+    ``name`` (``module.Class`` or ``module.function``: the entry a lowered check or a deferred call
+    may be restricted to). For a forward (``method``) the entry is the class the call really runs,
+    ``type(self)``; a compiled function is its own entry whatever its arguments are."""
     if getattr(function, "__graphmend_boundary__", False):
         return function
 
@@ -277,7 +279,7 @@ def _graphmend_boundary(function, name=None):
         if not depth:
             # The outermost boundary: the compiled entry, by the class the call really runs (a
             # subclass from another file that inherits this forward is not the class proven here).
-            own = args[0] if args and isinstance(args[0], _graphmend_torch.nn.Module) else None
+            own = args[0] if method and args and isinstance(args[0], _graphmend_torch.nn.Module) else None
             runtime.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
         try:
             result = function(*args, **kwargs)
@@ -318,7 +320,7 @@ def _graphmend_install_boundaries(namespace):
                 and getattr(value, "forward") is not _graphmend_torch.nn.Module.forward):
             # its own forward, or one it inherits (an nn.Sequential subclass): whatever the
             # compiled entry runs must be a boundary, not only what it inlines
-            value.forward = _graphmend_boundary(value.forward, value.__module__ + "." + value.__qualname__)
+            value.forward = _graphmend_boundary(value.forward, value.__module__ + "." + value.__qualname__, True)
         elif (callable(value) and getattr(value, "_is_torch_compile", False)
               and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
             namespace[key] = _graphmend_boundary(value, name + "." + key)
