@@ -36,6 +36,19 @@ def _graphmend_shared_runtime():
         runtime.Record = Record
         runtime.root = runtime.head = Record(None, None)
         _graphmend_sys.modules["_graphmend_runtime"] = runtime
+    if not hasattr(runtime, "region"):
+        import threading
+
+        class Region(threading.local):
+            # Per thread: the boundaries on this thread's stack and the compiled region the
+            # innermost one starts. Dynamo guards on these values as it reads them (a graph traced
+            # in one thread, or under one entry, is not reused in another).
+            def __init__(self):
+                self.depth = 0  # boundaries running in this thread
+                self.bounded = False  # whether the innermost one starts the compiled region entered now
+                self.entry = None  # that region's entry (``module.Class`` / ``module.function``), if named
+
+        runtime.region = Region()
     return runtime
 
 
@@ -104,12 +117,19 @@ class _GraphmendWhere:
 
 
 def _graphmend_bounded():
-    # Whether an eager boundary is running the compiled call being traced: only then is there
-    # one to replay records (or restore a trap) after it. A compiled entry that is not a boundary
-    # (a lambda or torch container around the module, a function of another file) only inlines
-    # the boundaries it calls. Dynamo guards on the value: a graph traced under a boundary is not
-    # reused without one.
-    return getattr(_graphmend_runtime, "depth", 0) > 0
+    # Whether a boundary started the compiled call being traced: only then is there one to replay
+    # records (or restore a trap) right after it. A compiled entry that is not a boundary (a lambda
+    # or torch container around the module, a function of another file) only inlines the
+    # boundaries it calls; one entered beneath a boundary that runs eagerly is no boundary's
+    # region. Dynamo guards on the value: a graph traced under a boundary is not reused without one.
+    return _graphmend_runtime.region.bounded
+
+
+def _graphmend_entry():
+    # The entry of the compiled region being traced, as the boundary that started it named it
+    # (None: no boundary started it, or one that names no entry).
+    region = _graphmend_runtime.region
+    return region.entry if region.bounded else None
 
 
 def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
@@ -120,7 +140,7 @@ def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
     replay that would not come."""
     if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
         return callee
-    if entries is not None and getattr(_graphmend_runtime, "entry", None) not in entries:
+    if entries is not None and _graphmend_entry() not in entries:
         return callee
 
     def record(*args, **kwargs):
@@ -219,7 +239,7 @@ def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None)
     check runs as written."""
     if not _graphmend_torch.compiler.is_compiling():
         return condition
-    if not _graphmend_bounded() or getattr(_graphmend_runtime, "entry", None) not in (entries or ()) \
+    if not _graphmend_bounded() or _graphmend_entry() not in (entries or ()) \
             or not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
                     and condition.device.type == "cpu"
                     and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
@@ -254,11 +274,29 @@ def _graphmend_restore(error):
     return exc_type(message)
 
 
+def _graphmend_starts_compiled(function):
+    """Whether a boundary running eagerly starts a compiled region by calling ``function``: Dynamo
+    skipped the boundary's own frame and traces the next one (its frame callback is set), or
+    ``function`` is a ``torch.compile``'d callable. Otherwise the boundary runs eagerly, and a
+    compiled callable it reaches later (another file's ``torch.compile(...)``) is an entry of its
+    own that no boundary starts. Where torch cannot tell, no boundary starts a region."""
+    if getattr(function, "_is_torch_compile", False):
+        return True
+    try:
+        from torch._C._dynamo.eval_frame import get_eval_frame_callback
+    except ImportError:
+        return False
+    callback = get_eval_frame_callback()
+    return callback is not None and callback is not False  # False: run cached graphs only
+
+
 def _graphmend_boundary(function, name=None, method=False):
     """Make ``function`` (a forward method or a compiled function) an eager boundary named
     ``name`` (``module.Class`` or ``module.function``: the entry a lowered check or a deferred call
     may be restricted to). For a forward (``method``) the entry is the class the call really runs,
-    ``type(self)``; a compiled function is its own entry whatever its arguments are."""
+    ``type(self)``; a compiled function is its own entry whatever its arguments are. The entry is
+    that of the compiled region the boundary starts: a boundary that runs eagerly (called outside
+    torch.compile) starts none, and a compiled callable it calls is no boundary's region."""
     if getattr(function, "__graphmend_boundary__", False):
         return function
 
@@ -268,23 +306,23 @@ def _graphmend_boundary(function, name=None, method=False):
             # Inlined into an outer compiled region: the outer boundary replays.
             return function(*args, **kwargs)
         runtime = _graphmend_runtime
-        depth = getattr(runtime, "depth", 0)
+        region = runtime.region
+        depth, bounded, entry = region.depth, region.bounded, region.entry
         if runtime.head is not runtime.root:
             if depth:
                 _graphmend_flush()  # made earlier in the enclosing boundary's call: they come first
             else:
                 _graphmend_stale()
-        runtime.depth = depth + 1
-        entry = getattr(runtime, "entry", None)
-        if not depth:
-            # The outermost boundary: the compiled entry, by the class the call really runs (a
-            # subclass from another file that inherits this forward is not the class proven here).
-            own = args[0] if method and args and isinstance(args[0], _graphmend_torch.nn.Module) else None
-            runtime.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
+        region.depth = depth + 1
+        region.bounded = _graphmend_starts_compiled(function)
+        # The entry by the class the call really runs (a subclass from another file that
+        # inherits this forward is not the class proven here).
+        own = args[0] if method and args and isinstance(args[0], _graphmend_torch.nn.Module) else None
+        region.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
-            runtime.depth, runtime.entry = depth, entry
+            region.depth, region.bounded, region.entry = depth, bounded, entry
             # Graphs that returned before the failure applied their records: show them
             # before the exception propagates, as the original printed before raising.
             if _graphmend_runtime.head is not _graphmend_runtime.root:
@@ -293,7 +331,7 @@ def _graphmend_boundary(function, name=None, method=False):
             if restored is None:
                 raise
         else:
-            runtime.depth, runtime.entry = depth, entry
+            region.depth, region.bounded, region.entry = depth, bounded, entry
             if _graphmend_runtime.head is not _graphmend_runtime.root:
                 _graphmend_flush()
             return result

@@ -8,10 +8,11 @@ function ``run(block, x)`` passes for the clean entry ``lib.Block``: the check i
 ``run``'s graph, which fails as a whole, and the ``STATE.append`` made before it is lost, where
 the original recorded the call and then raised.
 
-The same happens when the clean class is the outermost boundary but runs eagerly: ``Block``,
-called without compile, calls a compiled submodule of another (unrewritten) file that records
-the call and then calls ``lib.check``; the runtime's entry is still ``lib.Block``, so the check is
-lowered into the submodule's graph and the record made before it is lost.
+The same happened when the clean class is a boundary that runs eagerly: ``Block``, called
+without compile, calls a compiled submodule of another (unrewritten) file that records the call
+and then calls ``lib.check``. The submodule's graph is no boundary's region (``Block`` started
+none), so the check must stay a Python check there; named ``lib.Block``, it was lowered into that
+graph and the record made before it was lost.
 
 The file is fixed at the default safety as ``graphmend fix`` does it; the program must behave
 as the original did (values, exception type and message, ``STATE``).
@@ -116,13 +117,7 @@ def _run(folder, drive=DRIVE):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# Known hole (strict: it fails loudly once fixed): the entry is the outermost *boundary*, even one
-# that runs eagerly, not the compiled region; a compiled callable of another file under it inherits
-# its proof.
-EAGER_OUTER = pytest.mark.xfail(strict=True, reason="the runtime's entry names the outermost boundary, not the compiled region")
-
-
-@pytest.mark.parametrize("lib,drive", [(LIB, DRIVE), pytest.param(LIB_EAGER, DRIVE_EAGER, marks=EAGER_OUTER)],
+@pytest.mark.parametrize("lib,drive", [(LIB, DRIVE), (LIB_EAGER, DRIVE_EAGER)],
                          ids=["compiled-function-called-with-the-module", "compiled-submodule-under-an-eager-boundary"])
 def test_a_check_lowered_under_a_clean_class_keeps_the_state_another_entry_writes(tmp_path, lib, drive):
     original, fixed = tmp_path / "original", tmp_path / "fixed"
