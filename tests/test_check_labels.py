@@ -82,8 +82,30 @@ def test_a_break_outside_the_repository_or_outside_paths_is_not_promised(repo, t
 
 
 def test_the_configured_safety_decides(repo):
-    """A rule whose fix is unsafe at a site is fixable only with `fix.safety: unsafe` (GM301 on
-    CUDA: a device-side assert is fatal)."""
+    """A rule whose fix is unsafe at a site is fixable only with `fix.safety: unsafe` (GM201 before a
+    check the same graph may raise at: the records of a graph that raises are lost)."""
+    (repo / "pkg" / "v.py").write_text(textwrap.dedent('''\
+        import torch
+
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                print("checking")
+                if (x < 0).any():
+                    raise ValueError("negative")
+                return x
+    '''))
+    output = GraphBreak(file="pkg/v.py", line=6, reason="print", category=Category.SIDE_EFFECT, gb_type="GB0291",
+                        fixable=True, rule="GM201", lever=Lever.RULE, verified=True)
+    safe = label_breaks(parse_config({"paths": ["pkg/"]}, root=repo), [output], verified=True)[0]
+    assert not safe.fixable and "GM201: unsafe fix: apply with --unsafe-fixes" in safe.lever_reason
+    unsafe = label_breaks(parse_config({"paths": ["pkg/"], "fix": {"safety": "unsafe"}}, root=repo), [output], verified=True)[0]
+    assert unsafe.fixable and unsafe.rule == "GM201"
+
+
+def test_a_check_no_entry_reaches_is_not_fixable(repo):
+    """GM301 on a check that no compiled entry of the file reaches: the runtime would keep the
+    Python check under every entry, so there is nothing to apply, at any safety."""
     (repo / "pkg" / "v.py").write_text(textwrap.dedent('''\
         import torch
 
@@ -95,12 +117,8 @@ def test_the_configured_safety_decides(repo):
     '''))
     guard = GraphBreak(file="pkg/v.py", line=5, reason="Data-dependent branching", category=Category.VALIDATION,
                        gb_type="Data-dependent branching", fixable=True, rule="GM301", lever=Lever.RULE, verified=True)
-    cuda = parse_config({"paths": ["pkg/"], "targets": [{"name": "t", "entry": "pkg.m:early_target", "device": "cuda"}]},
-                        root=repo).targets
-    safe = label_breaks(parse_config({"paths": ["pkg/"]}, root=repo), [guard], cuda, verified=True)[0]
-    assert not safe.fixable and "GM301: unsafe fix: apply with --unsafe-fixes" in safe.lever_reason
-    unsafe = label_breaks(parse_config({"paths": ["pkg/"], "fix": {"safety": "unsafe"}}, root=repo), [guard], cuda, verified=True)[0]
-    assert unsafe.fixable and unsafe.rule == "GM301"
+    label = label_breaks(parse_config({"paths": ["pkg/"], "fix": {"safety": "unsafe"}}, root=repo), [guard], verified=True)[0]
+    assert not label.fixable and "no compiled entry of this file is proven" in label.lever_reason
 
 
 def test_paths_that_match_no_file_are_named(repo):

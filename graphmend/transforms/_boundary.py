@@ -58,7 +58,7 @@ from typing import Optional, Union, Sequence
 
 import libcst as cst
 
-from graphmend.model import Edit, FileWrite, Fix, Safety, fingerprint
+from graphmend.model import Decline, Edit, FileWrite, Fix, Safety, fingerprint
 from graphmend.transforms import _runtime_copy as RC
 from graphmend.transforms.base import RuleContext, SourceFile, iter_nodes
 
@@ -204,7 +204,7 @@ def plan(source: SourceFile, site: cst.CSTNode) -> Placement:
         callers = _boundary_callers(source, outer.name.value)
         if callers:
             return Placement(True, f"the forward of {callers[0]}, which calls {outer.name.value}() (and of every module class in this file)")
-    module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
+    module = _module_name(source)
     return Placement(
         False,
         "",
@@ -213,6 +213,11 @@ def plan(source: SourceFile, site: cst.CSTNode) -> Placement:
         f"`compiled = {module}._graphmend_boundary(torch.compile(fn))` (for a module: "
         f"`Model.forward = {module}._graphmend_boundary(Model.forward)` before compiling)",
     )
+
+
+def _module_name(source: SourceFile) -> str:
+    """The dotted name a user's code imports the rewritten file as (for the notes' examples)."""
+    return source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
 
 
 def _boundary_callers(source: SourceFile, name: str) -> list[str]:
@@ -681,18 +686,38 @@ def module_binds(source: SourceFile, name: str) -> bool:
     return bool(scope.assignments[name]) if name in scope else False
 
 
+def unproven_entry(source: SourceFile) -> str:
+    """Why a check that no compiled entry of this file reaches is not lowered (a decline reason).
+
+    The runtime lowers a check only under the entries its call names (:func:`trap_entries`); with
+    none, it keeps the Python check everywhere and the rewrite would change nothing. A compile
+    site in another file cannot be proven either, even wrapped in ``_graphmend_boundary`` (which
+    replays deferred calls): what the wrapped callable runs in the graph before the check is code
+    this file does not hold, and a lowered check that fails loses every write made before it in
+    the graph (Dynamo applies them when the graph returns)."""
+    return ("no compiled entry of this file is proven to run the check (no module class with a forward or compiled "
+            "function here reaches it), and the runtime lowers a check only under an entry proven to write nothing "
+            "before it, so the rewrite would change nothing; a compile site elsewhere cannot be proven, even wrapped "
+            f"as `compiled = {_module_name(source)}._graphmend_boundary(torch.compile(fn))` (that replays deferred "
+            "prints): the fix cannot read what `fn` writes in the same graph before the check, and a lowered check "
+            "that fails loses those writes")
+
+
 def trap_fix(rule: str, title: str, source: SourceFile, node: cst.CSTNode, ctx: RuleContext,
-             edits: tuple[Edit, ...], files: tuple[FileWrite, ...], notes: str, kept: str) -> Fix:
+             edits: tuple[Edit, ...], files: tuple[FileWrite, ...], notes: str, kept: str) -> Union[Fix, Decline]:
     """A lowered check's fix (GM301, GM303): ``safe`` only where the boundary that turns the
-    in-graph assertion back into the exception is proven; ``kept`` names what stays on CUDA."""
+    in-graph assertion back into the exception is proven; ``kept`` names what stays on CUDA.
+    Declined where no entry is proven (:func:`unproven_entry`): the runtime would never lower it."""
+    line = source.line(node)
+    mark = fingerprint(source.path, source.function_name(node), rule, source.lines[line - 1])
+    if trap_entries(source, node) is None:
+        return Decline(rule=rule, file=source.path, line=line, reason=unproven_entry(source), fingerprint=mark)
     safety = Safety.SAFE
     placement = plan(source, node)
     if not placement.proven:
         safety = Safety.UNSAFE
-        notes += f" Unsafe: under compile the caller sees RuntimeError: {placement.why_not}."
+        notes += f" Unsafe: no boundary is proven to run after the compiled region ({placement.why_not})."
     if ctx.device == "cuda":
         notes += f" The target runs on CUDA, where {kept} is kept."
-    line = source.line(node)
-    return Fix(rule=rule, title=title, safety=safety, edits=edits, file=source.path, line=line,
-               fingerprint=fingerprint(source.path, source.function_name(node), rule, source.lines[line - 1]),
+    return Fix(rule=rule, title=title, safety=safety, edits=edits, file=source.path, line=line, fingerprint=mark,
                notes=notes, files=files)

@@ -166,10 +166,13 @@ def test_helper_declines(change, reason):
     assert reason in outcome.reason, outcome.reason
 
 
-def test_helper_with_no_caller_here_stays_unsafe():
+def test_helper_with_no_caller_here_is_declined():
+    """No entry of the file reaches the helper: a call without ``entries=`` is never lowered, so
+    the rewrite would change nothing (an outside compile site cannot be proven)."""
     text = HELPER.split("\n\n\nclass Clean")[0] + "\n"
-    fix = _outcome(text)
-    assert isinstance(fix, Fix) and fix.safety is Safety.UNSAFE and "entries=" not in fix.edits[0].new_text
+    outcome = _outcome(text)
+    assert isinstance(outcome, Decline), outcome
+    assert "no compiled entry of this file is proven" in outcome.reason
 
 
 RUNNER = RUNNER_PRELUDE + textwrap.dedent('''
