@@ -16,7 +16,9 @@ its check; ``show.py`` holds modules that print (GM201 defers the prints). The d
   that writes state first: the break's frame is a region of its own, with its own entry;
 * recursion (a chain of ``lib`` modules with a compiled driver module at its end), a generator
   expression over compiled submodules, an exception that unwinds a boundary before another
-  compiled call, and a compiled call in a second thread while a boundary runs in the first.
+  compiled call, a compiled call in a second thread while a boundary runs in the first, and the
+  documented wrapper of an outside compile site (``lib._graphmend_boundary(torch.compile(m))``)
+  around a ``lib`` module (the module's own boundary starts the region: the check is lowered).
 
 Every shape must behave as the original does: values, exception type and message, the state
 the driver's modules write, and the printed text, call by call.
@@ -201,6 +203,10 @@ DRIVE = textwrap.dedent('''
         "after-an-exception": after_an_exception,
         "second-thread": in_two_threads,
         "compiled-with-a-submodule-of-another-file": lambda: observe(compiled(lib.Block(Record())), INPUTS),
+        # The documented wrapper of a compile site outside the file, around a module of the file:
+        # the region is the module's own (its boundary starts it), so its proof holds.
+        "wrapped-compile-site": lambda: observe(getattr(lib, "_graphmend_boundary", lambda f: f)(compiled(lib.Block())),
+                                                ([1.0], [-1.0], [2.0])),
     }
 
     result = {}
@@ -216,7 +222,7 @@ DRIVE = textwrap.dedent('''
 
 SHAPES = ("compiled-under-eager", "compiled-under-eager-prints", "compiled-inside-compiled", "boundary-after-a-graph-break",
           "recursion-eager", "recursion-compiled", "generator-eager", "generator-compiled", "after-an-exception",
-          "second-thread")
+          "second-thread", "wrapped-compile-site")
 # A known hole of the proof, not of the runtime: compiled ``lib.Block`` inlines a submodule of the
 # driver that writes state and then calls ``lib.check``; that path runs through code the fix cannot
 # read, so ``lib.Block`` passes for clean and the check is lowered in a graph that wrote first.
@@ -224,7 +230,8 @@ UNSEEN = "compiled-with-a-submodule-of-another-file"
 
 # Shapes whose check runs in a region a proven lib entry starts: the fixed program lowers it
 # (the original breaks the graph at it; the fixed one does not, or less often).
-LOWERED = ("compiled-inside-compiled", "boundary-after-a-graph-break", "recursion-compiled", "generator-compiled")
+LOWERED = ("compiled-inside-compiled", "boundary-after-a-graph-break", "recursion-compiled", "generator-compiled",
+           "wrapped-compile-site")
 
 
 def _run(folder):
