@@ -35,11 +35,12 @@ What we learned under torch 2.13 (each point is checked by ``tests/transforms/te
 * The boundary wraps ``forward`` in a ``*args, **kwargs`` function; ``functools.wraps`` keeps
   the signature for ``inspect`` (transformers reads it) and ``torch.jit.script`` unwraps it.
 * A boundary is proven only where it runs: the runtime records a deferred call (and lowers a
-  trap) only in a compiled region that a boundary started (``runtime.region``, per thread, which
-  Dynamo guards on). A boundary starts one when Dynamo skipped its frame and traces the next (its
-  frame callback is set) or when it wraps a ``torch.compile``'d callable; one called outside
-  torch.compile runs eagerly and starts none, so a compiled callable of another file it calls is
-  no boundary's region. Under a compiled entry that only inlines boundaries (a lambda,
+  trap) only in a compiled region that a boundary started (``runtime.region``, a plain
+  ``threading.local`` that Dynamo guards on per thread; each thread's records chain there too, so
+  a boundary replays only its own thread's). A boundary starts one when Dynamo skipped its frame
+  and traces the next (its frame callback is set) or when it wraps a ``torch.compile``'d
+  callable; one called outside torch.compile runs eagerly and starts none, so a compiled callable
+  of another file it calls is no boundary's region. Under a compiled entry that only inlines boundaries (a lambda,
   ``nn.Sequential``, a function of another file) the call runs as written and breaks the graph as
   before: nothing is lost, nothing waits for a later call. Where a module of this file that may
   be the entry can fail after the call in the same graph (the records of a graph that raises are

@@ -18,7 +18,8 @@ import torch as _graphmend_torch
 
 
 def _graphmend_shared_runtime():
-    # One record chain for every rewritten module: whichever boundary runs replays them all.
+    # One runtime for every rewritten module: whichever boundary of a thread runs replays what
+    # that thread recorded.
     runtime = _graphmend_sys.modules.get("_graphmend_runtime")
     if runtime is None:
         import types
@@ -34,21 +35,17 @@ def _graphmend_shared_runtime():
 
         runtime = types.ModuleType("_graphmend_runtime")
         runtime.Record = Record
-        runtime.root = runtime.head = Record(None, None)
         _graphmend_sys.modules["_graphmend_runtime"] = runtime
     if not hasattr(runtime, "region"):
         import threading
 
-        class Region(threading.local):
-            # Per thread: the boundaries on this thread's stack and the compiled region the
-            # innermost one starts. Dynamo guards on these values as it reads them (a graph traced
-            # in one thread, or under one entry, is not reused in another).
-            def __init__(self):
-                self.depth = 0  # boundaries running in this thread
-                self.bounded = False  # whether the innermost one starts the compiled region entered now
-                self.entry = None  # that region's entry (``module.Class`` / ``module.function``), if named
-
-        runtime.region = Region()
+        # Per thread (a plain threading.local: Dynamo guards on what a graph reads from it per
+        # thread and applies a graph's writes to it; it mishandles writes to a subclass):
+        # depth (boundaries running in this thread), bounded (whether the innermost one started
+        # the compiled region entered now), entry (that region's ``module.Class`` /
+        # ``module.function``, if named), and the thread's record chain from head to root. Set
+        # by :func:`_graphmend_region` before a thread's first boundary runs; read with defaults.
+        runtime.region = threading.local()
     return runtime
 
 
@@ -122,14 +119,22 @@ def _graphmend_bounded():
     # or torch container around the module, a function of another file) only inlines the
     # boundaries it calls; one entered beneath a boundary that runs eagerly is no boundary's
     # region. Dynamo guards on the value: a graph traced under a boundary is not reused without one.
-    return _graphmend_runtime.region.bounded
+    return getattr(_graphmend_runtime.region, "bounded", False)
 
 
 def _graphmend_entry():
     # The entry of the compiled region being traced, as the boundary that started it named it
     # (None: no boundary started it, or one that names no entry).
+    return getattr(_graphmend_runtime.region, "entry", None) if _graphmend_bounded() else None
+
+
+def _graphmend_region():
+    """This thread's runtime state (eager code only), its fields set on the thread's first use."""
     region = _graphmend_runtime.region
-    return region.entry if region.bounded else None
+    if getattr(region, "root", None) is None:
+        region.depth, region.bounded, region.entry = 0, False, None
+        region.head = region.root = _graphmend_runtime.Record(None, None)
+    return region
 
 
 def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
@@ -145,7 +150,8 @@ def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
 
     def record(*args, **kwargs):
         entry = (callee, kind, line, function, where, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
-        _graphmend_runtime.head = _graphmend_runtime.Record((_graphmend_replay, entry), _graphmend_runtime.head)
+        region = _graphmend_runtime.region  # set up by the boundary that started the region
+        region.head = _graphmend_runtime.Record((_graphmend_replay, entry), region.head)
 
     return record
 
@@ -203,10 +209,10 @@ def _graphmend_warn(where, line, message, category=None, stacklevel=1, source=No
 @_graphmend_torch.compiler.disable
 def _graphmend_flush():
     """Replay every recorded call, oldest first; Dynamo must not trace the replay itself."""
-    runtime = _graphmend_runtime
-    node, pending = runtime.head, []
-    runtime.head = runtime.root
-    while node is not None and node is not runtime.root:
+    region = _graphmend_region()
+    node, pending = region.head, []
+    region.head = region.root
+    while node is not None and node is not region.root:
         pending.append(node.replay)
         node = node.previous
     for replay, entry in reversed(pending):
@@ -218,11 +224,11 @@ def _graphmend_stale():
     """Records left by an earlier compiled call whose entry was not a boundary (this one was
     only inlined there): replaying them now would show them in the wrong call. Drop them and
     say so."""
-    runtime = _graphmend_runtime
-    count, node = 0, runtime.head
-    while node is not None and node is not runtime.root:
+    region = _graphmend_region()
+    count, node = 0, region.head
+    while node is not None and node is not region.root:
         count, node = count + 1, node.previous
-    runtime.head = runtime.root
+    region.head = region.root
     raise RuntimeError(
         f"graphmend: {count} deferred print/logging/warnings call(s) of an earlier compiled call were "
         "never replayed: that call's compiled entry is not a graphmend boundary (it only inlined one, "
@@ -305,10 +311,9 @@ def _graphmend_boundary(function, name=None, method=False):
         if _graphmend_torch.compiler.is_compiling():
             # Inlined into an outer compiled region: the outer boundary replays.
             return function(*args, **kwargs)
-        runtime = _graphmend_runtime
-        region = runtime.region
+        region = _graphmend_region()
         depth, bounded, entry = region.depth, region.bounded, region.entry
-        if runtime.head is not runtime.root:
+        if region.head is not region.root:
             if depth:
                 _graphmend_flush()  # made earlier in the enclosing boundary's call: they come first
             else:
@@ -325,14 +330,14 @@ def _graphmend_boundary(function, name=None, method=False):
             region.depth, region.bounded, region.entry = depth, bounded, entry
             # Graphs that returned before the failure applied their records: show them
             # before the exception propagates, as the original printed before raising.
-            if _graphmend_runtime.head is not _graphmend_runtime.root:
+            if region.head is not region.root:
                 _graphmend_flush()
             restored = _graphmend_restore(error) if isinstance(error, RuntimeError) else None
             if restored is None:
                 raise
         else:
             region.depth, region.bounded, region.entry = depth, bounded, entry
-            if _graphmend_runtime.head is not _graphmend_runtime.root:
+            if region.head is not region.root:
                 _graphmend_flush()
             return result
         raise restored  # outside the handler: no chained RuntimeError, as in eager mode

@@ -63,7 +63,8 @@ def _run(fn, *inputs):
 
 
 def _pending(mod) -> bool:
-    return mod._graphmend_runtime.head is not mod._graphmend_runtime.root
+    region = mod._graphmend_region()  # this thread's record chain
+    return region.head is not region.root
 
 
 @pytest.mark.parametrize("how", ["torch.compile(module)", "module.compile()", "fullgraph"])
@@ -104,7 +105,8 @@ def test_a_boundary_inlined_without_an_eager_boundary_keeps_the_calls(mod):
 def test_records_left_by_a_non_boundary_call_are_an_error_never_a_later_replay(mod):
     # Defence in depth: should records ever be left pending (an older runtime copy in another
     # file records under any entry), the next boundary call reports them and drops them.
-    mod._graphmend_runtime.head = mod._graphmend_runtime.Record((print, ("stale",)), mod._graphmend_runtime.head)
+    region = mod._graphmend_region()
+    region.head = mod._graphmend_runtime.Record((print, ("stale",)), region.head)
     with pytest.raises(RuntimeError, match="1 deferred print/logging/warnings call"):
         _run(mod.Outer(), torch.ones(2))
     assert not _pending(mod)

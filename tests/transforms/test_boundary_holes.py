@@ -73,7 +73,7 @@ def test_a_compiled_entry_that_is_not_a_boundary_keeps_the_output(tmp_path, entr
         outcomes.append(calls)
     assert outcomes[1] == outcomes[0]
     assert outcomes[0][0][0] == "m tensor(2.)\n" and outcomes[0][2][0] == "m tensor(2.)\n"
-    assert fixed._graphmend_runtime.head is fixed._graphmend_runtime.root, "no record left pending"
+    assert fixed._graphmend_region().head is fixed._graphmend_region().root, "no record left pending"
 
 
 def test_a_boundary_entry_still_defers_after_a_non_boundary_entry_ran(tmp_path):

@@ -74,5 +74,5 @@ def test_deferred_output_keeps_program_order(tmp_path, case):
     compiled = torch.compile(getattr(fixed, f"M{entry}")(), backend="eager")
     assert _run(compiled, x) == expected, result.text
     assert _run(compiled, x) == expected, "second call"
-    runtime = getattr(fixed, "_graphmend_runtime", None)  # absent when nothing was rewritten
-    assert runtime is None or runtime.head is runtime.root
+    region = getattr(fixed, "_graphmend_region", None)  # absent when nothing was rewritten
+    assert region is None or region().head is region().root

@@ -101,7 +101,7 @@ def test_a_container_subclass_is_a_boundary_where_it_is_the_compiled_entry(mod, 
         assert text == eager_text == "block tensor(2.)\nblock tensor(4.)\n"
         torch.testing.assert_close(y, eager_y)
     assert graph_breaks() == 0
-    assert mod._graphmend_runtime.head is mod._graphmend_runtime.root
+    assert mod._graphmend_region().head is mod._graphmend_region().root
 
 
 class _Capture(logging.Handler):

@@ -16,9 +16,10 @@ its check; ``show.py`` holds modules that print (GM201 defers the prints). The d
   that writes state first: the break's frame is a region of its own, with its own entry;
 * recursion (a chain of ``lib`` modules with a compiled driver module at its end), a generator
   expression over compiled submodules, an exception that unwinds a boundary before another
-  compiled call, a compiled call in a second thread while a boundary runs in the first, and the
-  documented wrapper of an outside compile site (``lib._graphmend_boundary(torch.compile(m))``)
-  around a ``lib`` module (the module's own boundary starts the region: the check is lowered).
+  compiled call, a compiled call in a second thread while a boundary runs (or waits with its
+  records pending) in the first, and the documented wrapper of an outside compile site
+  (``lib._graphmend_boundary(torch.compile(m))``) around a ``lib`` module (the module's own
+  boundary starts the region: the check is lowered).
 
 Every shape must behave as the original does: values, exception type and message, the state
 the driver's modules write, and the printed text, call by call.
@@ -117,6 +118,16 @@ class Shell(torch.nn.Module):
         y = self.inner(x)
         print("shell", y.sum())
         return y + 1
+
+
+class Paused(torch.nn.Module):
+    def __init__(self, pause):
+        super().__init__()
+        self.pause = pause
+
+    def forward(self, x):
+        print("paused", x.sum())
+        return self.pause(x) + 1
 '''
 
 DRIVE = textwrap.dedent('''
@@ -185,6 +196,47 @@ DRIVE = textwrap.dedent('''
             first.join()
 
 
+    def records_in_two_threads():
+        # A compiled show.Paused has recorded its print and waits in a graph break (its boundary
+        # replays the record when the call returns) while a second thread runs a compiled
+        # show.Printer: each thread's output is its own, printed in that thread.
+        entered, done, local = threading.Event(), threading.Event(), threading.local()
+
+        class PerThread(io.TextIOBase):
+            def write(self, text):
+                local.__dict__.setdefault("out", []).append(text)
+                return len(text)
+
+        @torch.compiler.disable
+        def pause(x):
+            entered.set()
+            done.wait(60)
+            return x
+
+        def call(module, values):
+            local.out = []
+            try:
+                got = ["value", module(torch.tensor(values)).tolist()]
+            except Exception as exc:
+                got = ["raise", type(exc).__name__, str(exc)]
+            return [got, len(STATE), "".join(local.out)]
+
+        seen, stdout = {}, sys.stdout
+        sys.stdout = PerThread()
+        try:
+            first = threading.Thread(target=lambda: seen.update(first=call(compiled(show.Paused(pause)), [1.0])))
+            first.start()
+            entered.wait(60)
+            try:
+                seen["second"] = call(compiled(show.Printer()), [2.0])
+            finally:
+                done.set()
+                first.join()
+        finally:
+            sys.stdout = stdout
+        return [seen["second"], seen["first"]]
+
+
     def after_an_exception():
         seen = observe(compiled(lib.Block()), ([-1.0],))
         return seen + observe(compiled(Record()), ([3.0], [1.0]))
@@ -202,6 +254,7 @@ DRIVE = textwrap.dedent('''
         "generator-compiled": lambda: observe(compiled(lib.Fan([lib.Block(), lib.Block()])), ([1.0], [-1.0], [2.0])),
         "after-an-exception": after_an_exception,
         "second-thread": in_two_threads,
+        "second-thread-prints": records_in_two_threads,
         "compiled-with-a-submodule-of-another-file": lambda: observe(compiled(lib.Block(Record())), INPUTS),
         # The documented wrapper of a compile site outside the file, around a module of the file:
         # the region is the module's own (its boundary starts it), so its proof holds.
@@ -222,7 +275,7 @@ DRIVE = textwrap.dedent('''
 
 SHAPES = ("compiled-under-eager", "compiled-under-eager-prints", "compiled-inside-compiled", "boundary-after-a-graph-break",
           "recursion-eager", "recursion-compiled", "generator-eager", "generator-compiled", "after-an-exception",
-          "second-thread", "wrapped-compile-site")
+          "second-thread", "second-thread-prints", "wrapped-compile-site")
 # A known hole of the proof, not of the runtime: compiled ``lib.Block`` inlines a submodule of the
 # driver that writes state and then calls ``lib.check``; that path runs through code the fix cannot
 # read, so ``lib.Block`` passes for clean and the check is lowered in a graph that wrote first.
@@ -259,7 +312,7 @@ def runs(tmp_path_factory):
 def test_the_fix_lowers_the_check_and_defers_the_print(runs):
     texts = runs[2]
     assert "_graphmend_trap((x < 0).any(), ValueError, 'negative input', entries=(" in texts["lib.py"]
-    assert texts["show.py"].count("_graphmend_deferred(print") == 2
+    assert texts["show.py"].count("_graphmend_deferred(print") == 3
 
 
 @pytest.mark.parametrize("shape", SHAPES)
