@@ -205,7 +205,7 @@ class Poster:
         result = PostResult(verdict, notes=notes)
         self._write_summary(review, verdict)
         try:
-            plan = self._plan(review, files)
+            plan = self.plan(review, files)
             self._review(review, verdict, plan, result)
             self._sticky(review, verdict, result, plan.deliveries)
         except PermissionDenied as exc:
@@ -285,7 +285,9 @@ class Poster:
             problem = (problem + "; " if problem else "") + f"the base branch's baseline cannot be read ({exc}); no break is accepted"
         return config, accepted, problem
 
-    def _plan(self, review: Review, files: list) -> Plan:
+    def plan(self, review: Review, files: list) -> Plan:
+        """Where each finding goes and how each fix is delivered (``/graphmend apply`` plans again
+        to read back what the review showed)."""
         diff = parse_files((f.filename, f.status, f.patch) for f in files)
         return plan_review(review, diff, max_inline=self.max_inline, head_lines=self._head_lines(review.head_sha),
                            committable=committable(self.pull, self.target.repository))
