@@ -7,7 +7,8 @@ shown when
 
 - each suggestion it is delivered as (``bot.suggest``: file, RIGHT-side lines, text) stands in
   exactly one ```` ```suggestion ```` block of a live inline comment of that review, on exactly
-  those lines, with exactly that text; or
+  those lines, with exactly those lines of text (line endings aside: GitHub may store a body's
+  CRLF as LF, and no reader sees them); or
 - its patch (``bot.patch``: every hunk, the lines it removes and writes, the hunk headers)
   stands whole in one ```` ```diff ```` block of the review's body.
 
@@ -24,8 +25,8 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from bot.github_client import ReviewCommentInfo
-from bot.patch import Change, exact_changes, parse_patch
-from bot.render import fence, fenced
+from bot.patch import Change, exact_changes, parse_patch, shown_lines
+from bot.render import fenced
 from bot.review import FixProposal
 from bot.suggest import SUGGESTION, Block, Delivery
 
@@ -66,7 +67,7 @@ def _suggestion_missing(blocks: Iterable[Block], shown: Shown) -> str:
             return f"its suggestion for {_lines(b)} is not in the review for this head"
         if len(texts) > 1:
             return f"{_lines(b)} carries {len(texts)} suggestions in the review, so which one was meant is ambiguous"
-        if texts[0] != fenced(fence(b.text, "suggestion"), "suggestion")[0]:
+        if shown_lines(texts[0]) != shown_lines(b.text):
             return f"the suggestion on {_lines(b)} is not what the fix writes there (edited after it was posted?)"
     return ""
 

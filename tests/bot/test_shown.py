@@ -104,3 +104,11 @@ def test_a_suggestion_is_shown_on_its_exact_lines_with_its_exact_text_once():
     assert "edited after it was posted" in why_not_shown(FIX, delivery, read_review("", [comment(edited, 3, 2)]))
     twice = body + "\n" + fence("w = 0\n", "suggestion") + "\n"
     assert "ambiguous" in why_not_shown(FIX, delivery, read_review("", [comment(twice, 3, 2)]))
+
+
+def test_a_crlf_suggestion_stored_with_lf_line_endings_is_still_the_same_lines():
+    block = Block("m.py", 2, 3, "w = 0\r\nx = 2\r\n", ("ab",))
+    shown = read_review("", [comment("Suggested fix:\n\n" + fence("w = 0\nx = 2\n", "suggestion") + "\n", 3, 2)])
+    assert why_not_shown(FIX, Delivery(SUGGESTION, (block,)), shown) == ""
+    joined = read_review("", [comment(fence("w = 0 x = 2\n", "suggestion"), 3, 2)])
+    assert why_not_shown(FIX, Delivery(SUGGESTION, (block,)), joined) != ""
