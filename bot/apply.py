@@ -38,6 +38,7 @@ from bot.post import Poster, PullTarget, committable, offered_digest, repo_path
 from bot.review import FileChange, FixProposal, Review
 from bot.shown import read_review, why_not_shown
 from bot.suggest import EditError, apply_line_edits, files_needed
+from graphmend.sources import split_lines
 
 COMMAND = "/graphmend apply"
 WRITERS = ("admin", "maintain", "write")
@@ -259,7 +260,7 @@ def unified_patch(changes: dict[str, tuple[Optional[str], str]]) -> str:
     out = []
     for path in sorted(changes):
         old, new = changes[path]
-        out += difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
+        out += difflib.unified_diff(split_lines(old or ""), split_lines(new),
                                     "/dev/null" if old is None else f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 

@@ -15,7 +15,8 @@ import re
 import tokenize
 from pathlib import Path
 
-__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files", "parse_bounds", "split_lines", "line_text"]
+__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files", "parse_bounds", "split_lines", "line_text",
+           "line_ending", "with_line_ending"]
 
 # libcst's native parser recurses on the C stack: a 100,000-deep unary expression kills the
 # process with a segfault, and its time grows quadratically with a chain of binary operators
@@ -46,6 +47,21 @@ def split_lines(text: str) -> list[str]:
 def line_text(line: str) -> str:
     """One line of ``split_lines`` without its line ending."""
     return line.rstrip("\r\n")
+
+
+def line_ending(text: str) -> str:
+    """The line ending all of ``text``'s lines end with (``"\\n"`` when they differ, or none has one)."""
+    ends = {line[len(line_text(line)):] for line in split_lines(text)} - {""}
+    return ends.pop() if len(ends) == 1 else "\n"
+
+
+def with_line_ending(text: str, newline: str) -> str:
+    """``text`` with each line that ends in a bare ``"\\n"`` ending in ``newline`` instead (the
+    same program: Python reads every line ending alike, in string literals too)."""
+    if newline == "\n":
+        return text
+    return "".join(line[:-1] + newline if line.endswith("\n") and not line.endswith("\r\n") else line
+                   for line in split_lines(text))
 
 
 class SourceError(Exception):
