@@ -393,7 +393,9 @@ class Poster:
         return True
 
     def _comment(self, p: Placement) -> dict:
-        c: dict[str, Any] = {"path": p.finding.file, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
+        # A suggestion sits on its own block's file (a fix may edit another file than its finding's).
+        path = p.block.file if p.block is not None else p.finding.file
+        c: dict[str, Any] = {"path": path, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
         if p.start_line is not None and p.line is not None and p.start_line < p.line:
             c["start_line"] = p.start_line
             c["start_side"] = "RIGHT"
