@@ -12,7 +12,10 @@ code; it only moves text, and trusts nothing it does not check:
 - what to commit: review.json (the analysis job's artifact, untrusted) is validated, scoped to
   the pull request's changed files and the base branch's policy exactly as ``graphmend post``
   scopes it, and its offered fixes must hash to the digest recorded in the bot's review for this
-  head (so a fix that changed since the maintainer read it is refused);
+  head (so a fix that changed since the maintainer read it is refused), and each must stand in
+  full in that review as GitHub has it now (``bot.shown``: its own suggestions on their exact
+  lines with their exact text, or its whole patch), so nothing a maintainer could not read is
+  committed;
 - where: the head SHA GitHub reports must be the analysed one (a stale head is refused), every
   edit must apply exactly to the head's files fetched through the API, only ``.py`` files are
   written, and the branch moves only as a fast-forward (``force: false``);
@@ -33,7 +36,9 @@ from bot.diff_filter import offered_fixes
 from bot.github_client import GitHubClient, GitHubError, ReviewInfo, Unprocessable
 from bot.post import Poster, PullTarget, committable, offered_digest, repo_path
 from bot.review import FileChange, FixProposal, Review
+from bot.shown import read_review, why_not_shown
 from bot.suggest import EditError, apply_line_edits, files_needed
+from graphmend.sources import split_lines
 
 COMMAND = "/graphmend apply"
 WRITERS = ("admin", "maintain", "write")
@@ -41,7 +46,12 @@ MAX_FILES = 200
 
 
 class ApplyRefused(Exception):
-    """The fixes cannot be committed; ``str()`` is the reply's one-line reason."""
+    """The fixes cannot be committed; ``str()`` is the reply's one-line reason, ``details`` one
+    line per fix it concerns."""
+
+    def __init__(self, reason: str, details: tuple[str, ...] = ()):
+        super().__init__(reason)
+        self.details = details
 
 
 @dataclass
@@ -51,6 +61,7 @@ class ApplyResult:
     commit_sha: Optional[str] = None
     reply_id: Optional[int] = None
     files: tuple[str, ...] = ()
+    not_shown: tuple[str, ...] = ()  # "file:line RULE: why" of each fix the review did not show in full
 
 
 def is_command(body: str) -> bool:
@@ -78,7 +89,7 @@ class Applier:
         try:
             return self._apply(review, who)
         except ApplyRefused as exc:
-            return self._answer(ApplyResult("refused", str(exc)))
+            return self._answer(ApplyResult("refused", str(exc), not_shown=exc.details))
 
     # -- the steps ------------------------------------------------------------------------------
 
@@ -91,7 +102,8 @@ class Applier:
                                "for the analysis of the new head, then comment again")
         poster = Poster(self.client, PullTarget(self.client.repository, self.number, pull.head_sha))
         notes: list[str] = []
-        review = poster.from_github(review, self.client.list_files(self.number), notes)
+        files = self.client.list_files(self.number)
+        review = poster.from_github(review, files, notes)
         review, _verdict = poster.verdict(review)
         fixes = offered_fixes(review)
         if not fixes:
@@ -101,12 +113,14 @@ class Applier:
             raise ApplyRefused(f"GraphMend has not reviewed {pull.head_sha[:7]} yet: wait for its review, then comment again")
         if markers.find_fixes(posted.body) != offered_digest(review):
             raise ApplyRefused("the fixes in the analysis are not the ones the review for this head offered: refused")
-        unseen = [f for f, fx in fixes if not shown_in(fx, self._review_text(posted))]
+        deliveries = poster.plan(review, files).deliveries
+        shown = read_review(posted.body, [c for c in self.client.list_review_comments(self.number) if c.review_id == posted.id])
+        unseen = [(f, fx, why) for f, fx in fixes if (why := why_not_shown(fx, deliveries.get(f.fingerprint), shown))]
         if unseen:
-            where = ", ".join(f"{f.file}:{f.line}" for f in unseen[:5])
-            raise ApplyRefused(f"{len(unseen)} fix(es) were never shown in full in the review ({where}: too long or past "
-                               "the review's limits), and only what a maintainer could read is committed; run "
-                               "`graphmend fix` locally")
+            raise ApplyRefused(f"{len(unseen)} fix(es) were never shown in full in the review for this head, and only "
+                               "what a maintainer could read is committed; nothing was committed (run `graphmend fix` "
+                               "locally, or commit the suggestions that are shown)",
+                               tuple(f"{f.file}:{f.line} {fx.rule}: {why}" for f, fx, why in unseen))
         changes = self._changes(pull.head_sha, [fx for _, fx in fixes])
         if not changes:
             raise ApplyRefused("the fixes change nothing at the head")
@@ -134,11 +148,6 @@ class Applier:
                     and markers.find_review(r.body) == head_sha and markers.find_fixes(r.body)):
                 found = r
         return found
-
-    def _review_text(self, review: ReviewInfo) -> str:
-        """What a maintainer could read of ``review``: its body and the inline comments posted with it."""
-        comments = [c.body for c in self.client.list_review_comments(self.number) if c.review_id == review.id]
-        return "\n".join([review.body] + comments)
 
     def _changes(self, head_sha: str, fixes: list[FixProposal]) -> dict[str, tuple[Optional[str], str]]:
         """path -> (text at the head or None, new text) of every file the fixes change, from the
@@ -228,6 +237,10 @@ class Applier:
             lines += [""] + [f"- {render.code_span(f'{f.file}:{f.line}')} {render.rule_link(fx.rule)} "
                              f"{render.escape(fx.title, 200)}" for f, fx in fixes]
             lines += ["", "The analysis runs again on the new head."]
+        if result.not_shown:
+            lines += [""] + [f"- {render.escape(d, 600)}" for d in result.not_shown[:20]]
+            if len(result.not_shown) > 20:
+                lines.append(f"- …and {len(result.not_shown) - 20} more")
         if result.files and result.outcome == "committed":
             lines += ["", "Files: " + ", ".join(render.code_span(p) for p in result.files)]
         if patch:
@@ -242,21 +255,12 @@ class Applier:
 
 
 
-def shown_in(fix: FixProposal, text: str) -> bool:
-    """Whether every line ``fix`` writes stands whole in ``text`` (a suggestion's line, or a
-    patch's ``+`` line): a fix too long for a comment, or cut by a review's limits, is not
-    committed on the strength of a review that never showed it."""
-    seen = set(text.splitlines())
-    seen |= {line[1:] for line in seen if line.startswith("+")}
-    return all(line in seen for e in fix.edits for line in e.new_text.splitlines())
-
-
 def unified_patch(changes: dict[str, tuple[Optional[str], str]]) -> str:
     """The changes as one patch ``git apply`` takes (each shared edit once)."""
     out = []
     for path in sorted(changes):
         old, new = changes[path]
-        out += difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
+        out += difflib.unified_diff(split_lines(old or ""), split_lines(new),
                                     "/dev/null" if old is None else f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
 

@@ -90,6 +90,9 @@ class ReviewCommentInfo:
     commit_id: Optional[str]
     in_reply_to_id: Optional[int]
     review_id: Optional[int] = None  # the review it was posted with
+    start_line: Optional[int] = None  # a multi-line comment's first line (None: one line)
+    side: Optional[str] = None  # RIGHT: the head's side of the diff
+    start_side: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -319,7 +322,8 @@ class GitHubClient:
                 raw = c._rawData
                 out.append(
                     ReviewCommentInfo(c.id, c.body or "", c.path, raw.get("line"), raw.get("commit_id"), raw.get("in_reply_to_id"),
-                                      raw.get("pull_request_review_id"))
+                                      raw.get("pull_request_review_id"), raw.get("start_line"), raw.get("side"),
+                                      raw.get("start_side"))
                 )
             return out
 

@@ -205,7 +205,7 @@ class Poster:
         result = PostResult(verdict, notes=notes)
         self._write_summary(review, verdict)
         try:
-            plan = self._plan(review, files)
+            plan = self.plan(review, files)
             self._review(review, verdict, plan, result)
             self._sticky(review, verdict, result, plan.deliveries)
         except PermissionDenied as exc:
@@ -285,7 +285,9 @@ class Poster:
             problem = (problem + "; " if problem else "") + f"the base branch's baseline cannot be read ({exc}); no break is accepted"
         return config, accepted, problem
 
-    def _plan(self, review: Review, files: list) -> Plan:
+    def plan(self, review: Review, files: list) -> Plan:
+        """Where each finding goes and how each fix is delivered (``/graphmend apply`` plans again
+        to read back what the review showed)."""
         diff = parse_files((f.filename, f.status, f.patch) for f in files)
         return plan_review(review, diff, max_inline=self.max_inline, head_lines=self._head_lines(review.head_sha),
                            committable=committable(self.pull, self.target.repository))
@@ -391,7 +393,9 @@ class Poster:
         return True
 
     def _comment(self, p: Placement) -> dict:
-        c: dict[str, Any] = {"path": p.finding.file, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
+        # A suggestion sits on its own block's file (a fix may edit another file than its finding's).
+        path = p.block.file if p.block is not None else p.finding.file
+        c: dict[str, Any] = {"path": path, "line": p.line, "side": "RIGHT", "body": render.inline_comment(p)}
         if p.start_line is not None and p.line is not None and p.start_line < p.line:
             c["start_line"] = p.start_line
             c["start_side"] = "RIGHT"

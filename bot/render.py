@@ -17,7 +17,9 @@ from bot import markers
 from bot.diff_filter import Placement, Plan
 from bot.gate import Verdict, is_new
 from bot.review import Benchmark, Finding, FixProposal, Review, TargetSummary
+from bot.patch import fix_changes, patch_text, shown_lines
 from bot.suggest import APPLY, SUGGESTION, Delivery, files_needed, split_lines
+from graphmend.sources import line_text
 
 # GitHub rejects bodies over 65,536 characters; keep a margin for the markers.
 BODY_LIMIT = 65_000
@@ -54,6 +56,31 @@ def fence(code: str, info: str = "") -> str:
     if code and not code.endswith("\n"):
         code += "\n"
     return f"{ticks}{info}\n{code}{ticks}"
+
+
+def fenced(body: str, info: str) -> list[str]:
+    """The contents of the blocks fenced with ``info`` in ``body``, as ``fence`` writes them (an
+    opening line of 3+ backticks then ``info``; closed by a line of at least as many backticks
+    and nothing else). ``fenced(fence(code, info), info) == [code]`` for code ending in a line
+    break. Blocks with another info string are skipped whole, so nothing inside them is read;
+    a block never closed is not read."""
+    lines = split_lines(body)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        opening = re.fullmatch(r"(`{3,})([^`]*)", line_text(lines[i]))
+        i += 1
+        if opening is None:
+            continue
+        ticks, content = opening.group(1), []
+        while i < len(lines) and not re.fullmatch(f"{ticks}`*[ \t]*", line_text(lines[i])):
+            content.append(lines[i])
+            i += 1
+        closed = i < len(lines)
+        i += 1
+        if closed and opening.group(2) == info:  # an unclosed block is cut: never read as whole
+            out.append("".join(content))
+    return out
 
 
 def gb_link(gb_id: Optional[str]) -> str:
@@ -207,24 +234,9 @@ def inline_comment(p: Placement) -> str:
 
 
 def fix_patch(fix: FixProposal, *, with_files: bool = True) -> str:
-    """A unified diff of a fix's whole-line edits (new-side numbers shifted by earlier edits),
-    and of the files it creates."""
-    out: list[str] = []
-    by_file: dict[str, list] = {}
-    for e in fix.edits:
-        by_file.setdefault(e.file, []).append(e)
-    for file in sorted(by_file):
-        out += [f"--- a/{file}", f"+++ b/{file}"]
-        shift = 0
-        for e in sorted(by_file[file], key=lambda e: e.start_line):
-            old = e.old_text.splitlines()
-            new = e.new_text.splitlines()
-            old_count = max(0, e.end_line - e.start_line + 1)
-            old_start = e.start_line if old_count else e.start_line - 1
-            new_start = e.start_line + shift if new else e.start_line + shift - 1
-            out.append(f"@@ -{old_start},{old_count} +{new_start},{len(new)} @@")
-            out += ["-" + ln for ln in old] + ["+" + ln for ln in new]
-            shift += len(new) - old_count
+    """A unified diff of a fix's whole-line edits (``bot.patch``, which reads it back for
+    ``/graphmend apply``), and of the files it creates."""
+    out = patch_text(fix_changes(fix)).rstrip("\n").split("\n") if fix.edits else []
     for f in fix.files if with_files else ():
         out += file_patch(f.path, f.new_text, f.status).rstrip("\n").split("\n")
     return "\n".join(out) + "\n"
@@ -232,7 +244,7 @@ def fix_patch(fix: FixProposal, *, with_files: bool = True) -> str:
 
 def file_patch(path: str, text: str, status: str) -> str:
     """A new file as a unified diff; an updated one is named (its old text is not at hand)."""
-    new = text.splitlines()
+    new = shown_lines(text)
     if status != "created":
         return f"# {path}: replaced by GraphMend's current copy ({len(new)} lines); `graphmend fix` writes it\n"
     return "\n".join(["--- /dev/null", f"+++ b/{path}", f"@@ -0,0 +1,{len(new)} @@"] + ["+" + ln for ln in new]) + "\n"

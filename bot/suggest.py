@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Optional, Sequence
 
 from bot.diff import PullDiff
 from bot.review import Edit, FileChange, Finding, FixProposal
+from graphmend.sources import split_lines
 
 SUGGESTION, APPLY, PATCH = "suggestion", "apply", "patch"
 
@@ -60,10 +61,6 @@ class Delivery:
 
 # ---------------------------------------------------------------------------------------------
 # Whole-line edits
-
-
-def split_lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
 
 
 def apply_line_edits(text: str, edits: Sequence[Edit]) -> str:

@@ -79,22 +79,22 @@ def check(
 def _without_suppressed(root: Path, target: TargetResult) -> TargetResult:
     """``target`` without the breaks whose line (as it is in the repository) carries a
     suppression comment for the break's rule; the break count drops by as many."""
-    from graphmend.sources import SourceError, read_source, suppressed
+    from graphmend.sources import SourceError, line_text, read_source, split_lines, suppressed
 
     lines: dict[str, list[str]] = {}
 
-    def line_text(b: GraphBreak) -> str:
+    def line_of(b: GraphBreak) -> str:
         if b.file.startswith(("/", "../")):
             return b.source_line
         if b.file not in lines:
             try:
-                lines[b.file] = read_source(root, b.file).splitlines()
+                lines[b.file] = [line_text(line) for line in split_lines(read_source(root, b.file))]
             except SourceError:
                 lines[b.file] = []
         file_lines = lines[b.file]
         return file_lines[b.line - 1] if 0 < b.line <= len(file_lines) else b.source_line
 
-    kept = tuple(b for b in target.breaks if not suppressed(line_text(b), b.rule))
+    kept = tuple(b for b in target.breaks if not suppressed(line_of(b), b.rule))
     if len(kept) == len(target.breaks):
         return target
     dropped = len(target.breaks) - len(kept)

@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Optional, Sequence
 from graphmend import fsutil
 from graphmend.config import Config
 from graphmend.model import SCHEMA_VERSION, Decline, FileError, Fix, GraphBreak, Safety, TargetResult
+from graphmend.sources import read_source, split_lines
 from graphmend.transforms.base import Failure, RuleContext, Suppressed
 from graphmend.transforms.engine import FileResult, Skipped, fix_text, route_breaks
 
@@ -137,7 +138,7 @@ def _wanted(rel: str, paths: Optional[Sequence[str]]) -> bool:
 
 
 def _diff(rel: str, old: str, new: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+    return "".join(difflib.unified_diff(split_lines(old), split_lines(new),
                                         fromfile=f"a/{rel}", tofile=f"b/{rel}"))
 
 
@@ -196,7 +197,7 @@ def _runtime_changes(config: Config, fixes: Sequence[Fix], write: bool) -> tuple
             continue
         rules = tuple(dict.fromkeys(x.rule for x in fixes if f in x.files))
         old = f.old_text if f.action == "update" else ""
-        diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), f.text.splitlines(keepends=True),
+        diff = "".join(difflib.unified_diff(split_lines(old), split_lines(f.text),
                                             fromfile="/dev/null" if f.action == "create" else f"a/{f.path}",
                                             tofile=f"b/{f.path}"))
         written = False
@@ -407,7 +408,7 @@ def _dynamic(config, paths, target_names, threshold, write, progress, runner, ve
         write = write and not runtime_errors
         changes = []
         for rel, old in sorted(originals.items()):
-            new = (copy / rel).read_text(encoding="utf-8")
+            new = read_source(copy, rel)  # as written: CRLF stays CRLF
             if new == old:
                 continue
             written = False

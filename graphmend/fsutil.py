@@ -47,9 +47,24 @@ def write_bytes(path: Path | str, data: bytes) -> None:
     _fsync_folder(target.parent)
 
 
+BOM = b"\xef\xbb\xbf"
+
+
 def write_text(path: Path | str, text: str, encoding: str = "utf-8") -> None:
-    """``write_bytes`` of ``text`` encoded (newlines as written: no translation)."""
-    write_bytes(path, text.encode(encoding))
+    """``write_bytes`` of ``text`` encoded (newlines as written: no translation). A UTF-8 file
+    that begins with a byte-order mark keeps it (``sources.read_source`` gives the text without)."""
+    data = text.encode(encoding)
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8") and not data.startswith(BOM) and _has_bom(path):
+        data = BOM + data
+    write_bytes(path, data)
+
+
+def _has_bom(path: Path | str) -> bool:
+    try:
+        with open(os.path.realpath(path), "rb") as fh:
+            return fh.read(len(BOM)) == BOM
+    except OSError:
+        return False
 
 
 def _fsync_folder(folder: Path) -> None:

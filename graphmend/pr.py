@@ -37,6 +37,7 @@ from graphmend.config import CONFIG_NAMES, Config, ConfigError, load_config, loa
 from graphmend.model import CheckReport, Fix, GraphBreak, fingerprint
 from graphmend.report import lever_text
 from graphmend.runner import unsandboxed_reason
+from graphmend.sources import SourceError, read_source, split_lines
 
 Progress = Optional[Callable[[str], None]]
 
@@ -442,8 +443,8 @@ def _stale_edit(root: Path, fix: Fix) -> str:
     """Why ``fix``'s edits do not apply to the files under ``root`` as they are, or ""."""
     for e in fix.edits:
         try:
-            lines = (root / e.file).read_text(encoding="utf-8").splitlines(keepends=True)
-        except (OSError, UnicodeDecodeError):
+            lines = split_lines(read_source(root, e.file))
+        except SourceError:
             return f"{e.file} cannot be read"
         if e.end_line >= e.start_line and e.old_text and "".join(lines[e.start_line - 1 : e.end_line]) != e.old_text:
             return f"the fix's edit of {e.file}:{e.start_line} does not match the head commit's lines"

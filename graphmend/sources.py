@@ -15,7 +15,8 @@ import re
 import tokenize
 from pathlib import Path
 
-__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files", "parse_bounds"]
+__all__ = ["SourceError", "read_source", "suppressed", "iter_python_files", "parse_bounds", "split_lines", "line_text",
+           "line_ending", "with_line_ending"]
 
 # libcst's native parser recurses on the C stack: a 100,000-deep unary expression kills the
 # process with a segfault, and its time grows quadratically with a chain of binary operators
@@ -29,6 +30,38 @@ _OPEN, _CLOSE = "([{", ")]}"
 _UNARY = {"-", "+", "~", "not", "await", "*", "**"}
 _OPERAND_END = {tokenize.NUMBER, tokenize.STRING}
 _NOT_BINARY = {"=", ",", ":", ";", "->", "...", "@"} | set(_OPEN) | set(_CLOSE)
+
+
+# Python's tokenizer ends a line only at "\r\n", "\r" or "\n"; str.splitlines also breaks at
+# \v, \f, \x1c-\x1e, U+0085, U+2028 and U+2029, which may stand inside a string or a comment.
+# Every numbered line of a source file (check's line numbers, an edit's range, a suggestion's)
+# comes from this one splitter, so they all agree with Python's.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` split into lines as Python numbers them, each keeping its line ending."""
+    return _LINE.findall(text)
+
+
+def line_text(line: str) -> str:
+    """One line of ``split_lines`` without its line ending."""
+    return line.rstrip("\r\n")
+
+
+def line_ending(text: str) -> str:
+    """The line ending all of ``text``'s lines end with (``"\\n"`` when they differ, or none has one)."""
+    ends = {line[len(line_text(line)):] for line in split_lines(text)} - {""}
+    return ends.pop() if len(ends) == 1 else "\n"
+
+
+def with_line_ending(text: str, newline: str) -> str:
+    """``text`` with each line that ends in a bare ``"\\n"`` ending in ``newline`` instead (the
+    same program: Python reads every line ending alike, in string literals too)."""
+    if newline == "\n":
+        return text
+    return "".join(line[:-1] + newline if line.endswith("\n") and not line.endswith("\r\n") else line
+                   for line in split_lines(text))
 
 
 class SourceError(Exception):

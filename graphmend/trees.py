@@ -135,6 +135,8 @@ def apply_edits_to_tree(tree: Path, edits: Sequence[Edit]) -> None:
     Each file's edits go through ``engine.apply_edits`` together, so a stale edit raises
     ``EditConflict`` and nothing lands on the wrong lines.
     """
+    from graphmend.fsutil import write_text
+    from graphmend.sources import read_source
     from graphmend.transforms.engine import apply_edits
 
     by_file: dict[str, list[Edit]] = {}
@@ -144,8 +146,8 @@ def apply_edits_to_tree(tree: Path, edits: Sequence[Edit]) -> None:
         path = tree / rel
         if not path.resolve().is_relative_to(tree.resolve()):
             raise ValueError(f"{rel}: outside the repository")
-        text = path.read_text(encoding="utf-8")
-        path.write_text(apply_edits(text, file_edits), encoding="utf-8")
+        # As written (a CRLF file stays CRLF, a byte-order mark stays), as the edits were made.
+        write_text(path, apply_edits(read_source(tree, rel), file_edits))
 
 
 def apply_fixes_to_tree(tree: Path, fixes: Sequence[Fix]) -> None:

@@ -87,7 +87,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.format == "json":
         print(json.dumps({"outcome": result.outcome, "reason": result.reason, "commit": result.commit_sha,
-                          "reply_id": result.reply_id, "files": list(result.files), "pr": number}, indent=2, sort_keys=True))
+                          "reply_id": result.reply_id, "files": list(result.files), "pr": number,
+                          "not_shown": list(result.not_shown)}, indent=2, sort_keys=True))
     else:
+        from bot.render import plain
+
         print(f"graphmend apply: {result.outcome}: {result.reason}")
+        for line in result.not_shown:
+            print(f"  not shown: {plain(line, 300)}")
     return 0 if result.outcome in ("committed", "ignored") else 1

@@ -46,7 +46,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from graphmend.config import Config
 from graphmend.detect import classify as _classify
 from graphmend.model import FileError, GraphBreak, fingerprint
-from graphmend.sources import SourceError, iter_python_files, read_source, suppressed
+from graphmend.sources import SourceError, iter_python_files, line_text, read_source, split_lines, suppressed
 
 __all__ = ["StaticResult", "detect_static", "analyze_source", "PARALLEL_MIN_FILES"]
 
@@ -459,7 +459,7 @@ class _FileScan:
     def __init__(self, rel: str, text: str, module: cst.Module):
         self.rel = rel
         self.module = module
-        self.lines = text.splitlines()
+        self.lines = [line_text(line) for line in split_lines(text)]
         mod = module_name(rel)
         self.facts = FileFacts(rel=rel, module=mod)
         self.imports = _Imports(mod, rel.endswith("__init__.py"))

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from graphmend.model import Edit, FileWrite
+from graphmend.sources import split_lines
 
 FILE_NAME = "_graphmend_runtime.py"
 INSTALL = "_graphmend_install"
@@ -51,7 +52,7 @@ def _strip_comments(text: str) -> str:
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT:
             drop.add((tok.start[0], tok.start[1]))
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         cut = [col for (row, col) in drop if row == number]
         if cut:
             kept = line[: cut[0]].rstrip()
@@ -90,7 +91,7 @@ def stamped() -> str:
 
 def is_ours(text: str) -> bool:
     """Whether ``text`` is a runtime copy GraphMend wrote and nobody edited since."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     if len(lines) < 3:
         return False
     match = STAMP_LINE.fullmatch(lines[2])

@@ -43,6 +43,7 @@ changes nothing) and that ``docs`` has every section of :data:`DOC_SECTIONS`.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from typing import ClassVar, Iterable, Iterator, Optional, Union
@@ -56,6 +57,7 @@ from libcst.metadata import (
 )
 
 from graphmend.model import Category, Decline, Edit, Fix, Safety
+from graphmend.sources import line_ending, split_lines, with_line_ending
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._runtime_copy import RuntimeSpot
 
@@ -131,7 +133,7 @@ class SourceFile:
     def __init__(self, path: str, text: str):
         self.path = path
         self.text = text
-        self.lines = text.splitlines(keepends=True)
+        self.lines = split_lines(text)
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
@@ -143,6 +145,16 @@ class SourceFile:
         self.positions = self.wrapper.resolve(PositionProvider)
         self.parents = self.wrapper.resolve(ParentNodeProvider)
         self.scopes = self.wrapper.resolve(ScopeProvider)
+
+    def own_line_ending(self, fix: Fix) -> Fix:
+        """``fix`` with the lines it writes ending as this file's lines end (a CRLF file gets CRLF
+        in a generated helper, import or runtime line too)."""
+        newline = line_ending(self.text)
+        if newline == "\n":
+            return fix
+        edits = tuple(dataclasses.replace(e, new_text=with_line_ending(e.new_text, newline)) if e.file == self.path else e
+                      for e in fix.edits)
+        return dataclasses.replace(fix, edits=edits)
 
     @classmethod
     def from_bytes(cls, path: str, data: bytes) -> "SourceFile":
@@ -335,8 +347,8 @@ class SourceFile:
 
 def diff_edits(path: str, old_text: str, new_text: str) -> tuple[Edit, ...]:
     """The minimal whole-line edits from ``old_text`` to ``new_text``, top to bottom."""
-    old = old_text.splitlines(keepends=True)
-    new = new_text.splitlines(keepends=True)
+    old = split_lines(old_text)
+    new = split_lines(new_text)
     edits = []
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():

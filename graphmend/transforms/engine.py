@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
 from graphmend.model import Category, Decline, Edit, Fix, GraphBreak, Safety
+from graphmend.sources import split_lines
 from graphmend.transforms.base import (
     Failure,
     RuleContext,
@@ -153,7 +154,7 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     Identical edits are applied once. Insertions at the same point keep their given order.
     Raises EditConflict when an edit's ``old_text`` is not what the lines hold.
     """
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += "\n"  # edits are whole lines; a missing final newline is restored below
         had_final_newline = False
@@ -175,7 +176,7 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     order = sorted(range(len(unique)), key=lambda i: (unique[i].start_line, unique[i].end_line >= unique[i].start_line, i), reverse=True)
     for i in order:
         e = unique[i]
-        lines[e.start_line - 1 : e.end_line] = e.new_text.splitlines(keepends=True)
+        lines[e.start_line - 1 : e.end_line] = split_lines(e.new_text)
     out = "".join(lines)
     if not had_final_newline and out.endswith("\n"):
         out = out[:-1]
@@ -208,7 +209,7 @@ def run_rules(
             lines = set(lines_by_rule.get(rule.code, ()))
             if not lines:
                 continue
-        outcomes.extend(rule.run(source, ctx, lines))
+        outcomes.extend(source.own_line_ending(o) if isinstance(o, Fix) else o for o in rule.run(source, ctx, lines))
     return outcomes
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from graphmend.sources import line_text, split_lines
 from graphmend.verify.results import Mismatch
 
 
@@ -99,8 +100,8 @@ class LineMap:
     def _opcodes(self, rel: str) -> Optional[list[tuple[str, int, int, int, int]]]:
         if rel not in self._maps:
             try:
-                a = (self.before_root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
-                b = (self.after_root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+                a = [line_text(x) for x in split_lines((self.before_root / rel).read_text(encoding="utf-8", errors="replace"))]
+                b = [line_text(x) for x in split_lines((self.after_root / rel).read_text(encoding="utf-8", errors="replace"))]
                 self._maps[rel] = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
             except OSError:
                 self._maps[rel] = None

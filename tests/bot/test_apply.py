@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from bot.post import offered_digest
 from bot.suggest import apply_line_edits
 from bot.review import Edit, load
 from graphmend.cli import main
-from tests.bot.conftest import (BASE_MODEL, FP_BRANCH, FP_NONZERO, HEAD_MODEL, REPO_NAME, TOKEN, PrRepo, commit_all, git, pr_review,
+from tests.bot.conftest import (BASE_MODEL, FP_BRANCH, FP_GUARD, FP_NONZERO, HEAD_MODEL, REPO_NAME, TOKEN, PrRepo, commit_all, git, pr_review,
                                 write_review)
 from tests.github_server import apply_ops
 from tests.github_server import server as srv
@@ -51,9 +52,10 @@ def review_for(pull: PrRepo, tmp_path: Path, head: str = "") -> Path:
     return write_review(tmp_path, data)
 
 
-def post(monkeypatch, capsys, server, review: Path, head: str) -> None:
+def post(monkeypatch, capsys, server, review: Path, head: str, *args: str) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
-    assert main(["post", str(review), "--repo", REPO_NAME, "--pr", "1", "--head-sha", head, "--api-url", server.url]) == 1
+    assert main(["post", str(review), "--repo", REPO_NAME, "--pr", "1", "--head-sha", head, "--api-url", server.url,
+                 *args]) == 1
     capsys.readouterr()
 
 
@@ -76,7 +78,7 @@ def apply(monkeypatch, capsys, server, tmp_path, review: Path, comment_id: int, 
 
 
 def replies(server) -> list[str]:
-    return [c.body for c in server.issue_comments_of(1) if "/graphmend apply`" in c.body]
+    return [c.body for c in server.issue_comments_of(1) if "`/graphmend apply`: " in c.body]
 
 
 def expected_fixed_text(pull: PrRepo, review: Path) -> str:
@@ -309,8 +311,6 @@ def test_a_review_posted_by_a_person_with_the_bot_s_markers_is_not_the_bot_s(mon
     assert git(pull.root, "rev-parse", "feature") == pull.head
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: `shown_in` matches lines anywhere in the review (blank lines, "
-                                       "deletions); each fix's own suggestion or patch must be shown in full")
 def test_a_fix_padded_with_blank_lines_and_a_deletion_the_review_never_showed_is_not_committed(monkeypatch, capsys, server,
                                                                                                pull, tmp_path):
     # Blank lines stand in every review, and a deletion writes no line at all: a fix made of
@@ -330,3 +330,119 @@ def test_a_fix_padded_with_blank_lines_and_a_deletion_the_review_never_showed_is
     code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
     assert "super().__init__()" in git(pull.root, "show", "feature:src/model.py")
     assert code == 1 and result["outcome"] == "refused", result
+
+
+# -- what the review showed, read back: each fix exactly, or nothing is committed -------------------------------------
+
+
+def edit_review_comment(server, comment_id: int, body: str, token: str = "ghp_maintainer") -> None:
+    """A person edits a review comment through the API (someone with write access may edit the bot's)."""
+    request = urllib.request.Request(f"{server.url}/repos/{REPO_NAME}/pulls/comments/{comment_id}", method="PATCH",
+                                     data=json.dumps({"body": body}).encode(),
+                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json",
+                                              "Accept": "application/vnd.github+json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
+
+
+def suggestion_comment(server, line: int):
+    return next(c for c in server.state.review_comments if c.line == line and "```suggestion" in c.body)
+
+
+def with_edit_outside_the_diff(pull: PrRepo, tmp_path: Path, old_text: str) -> Path:
+    """GM101's fix also deletes line 2 (a blank line far from the diff's hunk): no suggestion can
+    carry it, so the review body shows the fix as a patch."""
+    data = json.loads(review_for(pull, tmp_path).read_text())
+    fix = next(f for f in data["findings"] if f["fingerprint"] == FP_BRANCH)["fix"]
+    fix["edits"].insert(0, {"file": "src/model.py", "start_line": 2, "end_line": 2, "new_text": "", "old_text": old_text})
+    return write_review(tmp_path, data, "outside.json")
+
+
+def test_a_fix_shown_as_a_patch_is_committed(monkeypatch, capsys, server, pull, tmp_path):
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = with_edit_outside_the_diff(pull, tmp_path, "\n")
+    post(monkeypatch, capsys, server, review, pull.head)
+    [rv] = server.reviews_of(1)
+    assert "@@ -2,1 +1,0 @@\n-\n@@ -11,4 +10,1 @@" in rv.body  # the premise: a patch, not a suggestion
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 0 and result["outcome"] == "committed" and result["not_shown"] == [], result
+    fixed = git(pull.root, "show", "feature:src/model.py") + "\n"
+    assert fixed == expected_fixed_text(pull, review) and fixed.startswith("import torch\n\nclass Model")
+
+
+def test_a_deletion_the_patch_does_not_show_is_not_committed(monkeypatch, capsys, server, pull, tmp_path):
+    # Without old_text the patch's hunk says "-2,1" but shows no removed line: a maintainer never
+    # read what goes.
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = with_edit_outside_the_diff(pull, tmp_path, "")
+    post(monkeypatch, capsys, server, review, pull.head)
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused" and "never shown in full" in result["reason"], result
+    assert result["not_shown"] == ["src/model.py:11 GM101: its edit of src/model.py:2-2 does not say which lines it "
+                                   "removes, so no patch can show them"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+    assert not server.requests("POST", r"/git/(blobs|trees|commits)")
+    [reply] = replies(server)
+    assert "does not say which lines it removes" in reply
+
+
+def test_a_suggestion_shown_on_other_lines_is_not_committed(monkeypatch, capsys, server, pull, tmp_path):
+    # The review shows GM101's text one line lower (12-15) than the fix replaces (11-14): committing
+    # the fix would change lines nobody was shown.
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    shown = suggestion_comment(server, 14)
+    assert shown.start_line == 11
+    shown.start_line, shown.line = 12, 15
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused", result
+    assert result["not_shown"] == ["src/model.py:11 GM101: its suggestion for src/model.py:11-14 is not in the review "
+                                   "for this head"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+
+
+def test_a_fix_whose_lines_stand_only_in_another_fix_s_suggestion_is_not_committed(monkeypatch, capsys, server, pull,
+                                                                                     tmp_path):
+    # GM301's fix writes the very line GM101's suggestion shows, but its own suggestion (lines
+    # 15-16) was never posted: the inline-comment cap (here 1) moved it to the body.
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    data = json.loads(review_for(pull, tmp_path).read_text())
+    guard = next(f for f in data["findings"] if f["fingerprint"] == FP_GUARD)["fix"]
+    guard["edits"][0]["new_text"] = "        h = torch.where(h.sum() > 0, h * 2, h - 1)\n"
+    review = write_review(tmp_path, data, "borrowed.json")
+    post(monkeypatch, capsys, server, review, pull.head, "--max-inline", "1")
+    assert [c.line for c in server.state.review_comments] == [14]  # the premise
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused", result
+    assert result["not_shown"] == ["src/model.py:15 GM301: its suggestion for src/model.py:15-16 is not in the review "
+                                   "for this head"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+
+
+def test_a_suggestion_a_person_edited_after_it_was_posted_is_not_committed(monkeypatch, capsys, server, pull, tmp_path):
+    # A maintainer edits the bot's suggestion in place (adds a clamp). What they read is not the
+    # fix any more, although every line of the fix still stands in the comment.
+    server.open_pull(REPO_NAME, pull.base, pull.head)
+    review = review_for(pull, tmp_path)
+    post(monkeypatch, capsys, server, review, pull.head)
+    shown = suggestion_comment(server, 14)
+    posted = shown.body
+    line = "        h = torch.where(h.sum() > 0, h * 2, h - 1)\n"
+    edit_review_comment(server, shown.id, posted.replace(line, line + "        h = h.clamp(max=1.0)\n"))
+    assert "h.clamp(max=1.0)" in suggestion_comment(server, 14).body
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 1 and result["outcome"] == "refused", result
+    assert result["not_shown"] == ["src/model.py:11 GM101: the suggestion on src/model.py:11-14 is not what the fix "
+                                   "writes there (edited after it was posted?)"]
+    assert git(pull.root, "rev-parse", "feature") == pull.head
+    # a note added outside the suggestion leaves what it shows as it was: committed
+    edit_review_comment(server, shown.id, posted + "\nLooks good to me.\n")
+    comment = apply_ops.add_issue_comment(server, 1, "maintainer", "/graphmend apply")
+    code, result = apply(monkeypatch, capsys, server, tmp_path, review, comment)
+    assert code == 0 and result["outcome"] == "committed", result

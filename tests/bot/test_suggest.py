@@ -160,3 +160,16 @@ def test_a_fix_wholly_inside_another_s_suggestion_names_it():
     other = next(p for p in plan.inline if p.finding.fingerprint == "b2" * 10)
     assert not other.suggest and other.line == 23
     assert "Suggested fix (fix b2): the suggestion at m.py:21 carries this fix too" in render.inline_comment(other)
+
+
+def test_a_suggestion_in_another_file_than_its_finding_is_posted_on_that_file():
+    from bot.post import Poster, PullTarget
+
+    two = parse_files([("m.py", "modified", patch()), ("n.py", "modified", patch())])
+    other = dict(edit(4, 4, "new 4 in n\n"), file="n.py")
+    rv = review(fix("a1" * 10, 4, [edit(4, 4, "new 4\n"), other]))
+    plan = plan_review(rv, two, head_lines=lambda path: list(HEAD))
+    assert plan.deliveries["a1" * 10].kind == SUGGESTION
+    poster = Poster(None, PullTarget("octo/models", 1, SHA_H))
+    comments = sorted((c["path"], c["line"], "new 4 in n" in c["body"]) for c in map(poster._comment, plan.inline))
+    assert comments == [("m.py", 4, False), ("n.py", 4, True)]

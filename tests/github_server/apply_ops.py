@@ -1,6 +1,7 @@
 """The local server's operations for ``graphmend apply`` (a ``/graphmend apply`` comment on a
-pull request): a collaborator's permission level, reading one issue comment, and reacting to
-it. Registered by ``server.py`` like ``git_data``'s, validated against the same description.
+pull request): a collaborator's permission level, reading one issue comment, reacting to it,
+and a person editing a review comment (the bot's too, with write access, as on GitHub).
+Registered by ``server.py`` like ``git_data``'s, validated against the same description.
 
 Permissions are set per repository and login with ``set_permission`` (GitHub's levels:
 ``admin``, ``maintain``, ``write``, ``triage``, ``read``, ``none``); a login never set reads
@@ -20,6 +21,8 @@ SPECS = [
     ("GET", OWNER_REPO + r"/issues/comments/(?P<id>\d+)", "issues/get-comment", "get_issue_comment"),
     ("POST", OWNER_REPO + r"/issues/comments/(?P<id>\d+)/reactions", "reactions/create-for-issue-comment",
      "create_reaction"),
+    # A person with write access edits a review comment (the bot's too), as on GitHub.
+    ("PATCH", OWNER_REPO + r"/pulls/comments/(?P<id>\d+)", "pulls/update-review-comment", "update_review_comment"),
 ]
 
 # GitHub's role names for each permission level (the API's `permission` folds maintain into
@@ -94,3 +97,16 @@ class ApplyOps:
         d = spec.example("reaction")
         d.update(id=self.state.next_id(), content=body["content"], user=srv._user(user))
         return (200 if exists else 201), d, {}
+
+    def op_update_review_comment(self, repo, params, query, body, user):
+        srv = server_module()
+        c = next((c for c in self.state.review_comments if c.id == int(params["id"])), None)
+        if c is None:
+            raise srv.HttpError(404, "Not Found")
+        role = _state(self.state).permissions.get((repo, user.login), "read")
+        if c.user is not user and _ROLE_TO_PERMISSION[role] not in ("admin", "write"):
+            raise srv.HttpError(403, "Must have write access to the repository to edit another user's comment.")
+        if len(body.get("body") or "") > srv.MAX_BODY:
+            raise srv.HttpError(422, "Validation Failed", [f"Body is too long (maximum is {srv.MAX_BODY} characters)"])
+        c.body = body["body"]
+        return 200, srv.review_comment_json(c, repo), {}
