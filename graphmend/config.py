@@ -55,6 +55,9 @@ class TargetConfig:
     # Dynamo capture settings in force around every call of the compiled target (GM5xx): the
     # harness is the compile site, so this is where a user proves a setting GraphMend proposed.
     dynamo_config: tuple[str, ...] = ()
+    # Seconds one worker run of this target may take; None: ``sandbox.timeout_s``. A large model
+    # needs longer than a tiny one, and a hung tiny target need not wait out the large one's limit.
+    timeout_s: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,10 @@ class Config:
                 return t
         known = ", ".join(t.name for t in self.targets) or "none configured"
         raise ConfigError(self.display_file, "targets", f"a target named {name!r} (known: {known})", "<no such target>")
+
+    def timeout_for(self, target: TargetConfig) -> float:
+        """Seconds one worker run of ``target`` may take: its own ``timeout_s``, else the sandbox's."""
+        return target.timeout_s if target.timeout_s is not None else self.sandbox.timeout_s
 
     @property
     def display_file(self) -> str:
@@ -379,6 +386,7 @@ def parse_config(data: Any, *, root: Path, file: Optional[Path] = None, shown: s
                 batch_arg=r.str_("batch_arg", None, nullable=True),
                 mode=r.str_("mode", "eval", choices=("eval", "train")),
                 dynamo_config=_dynamo_settings(r),
+                timeout_s=r.number("timeout_s", None, nullable=True, minimum=1),
             )
         )
 

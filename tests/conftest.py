@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,12 +67,70 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     units: dict[str, list] = {}
     for item in items:
-        units.setdefault(_group(item) or item.nodeid, []).append(item)
+        units.setdefault(_unit(item), []).append(item)
     heavy = {key for key, members in units.items()
              if key.startswith("docker") or any(m.get_closest_marker("slow") for m in members)}
     grouped = {key for key, members in units.items() if _group(members[0])}
     order = sorted(units, key=lambda key: (key not in heavy, key not in grouped, -len(units[key])))
     items[:] = [item for key in order for item in units[key]]
+    _write_units(config, items)
+
+
+def _unit(item) -> str:
+    return _group(item) or item.nodeid
+
+
+# pytest-xdist's loadgroup tells its scheduler a test's group by appending "@group" to the test's
+# node id in the worker, which pytest 9.2 no longer lets a plugin do (pytest-xdist issue #1386):
+# silently, every test becomes a unit of its own, and a module's shared fixture runs on both
+# workers (or again after another module's test). So the units travel on their own: each worker
+# writes every test's unit to a file the controller named, and the controller's scheduler reads it.
+UNITS_DIR = "graphmend_units_dir"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    config = node.config
+    if not hasattr(config, "_graphmend_units_dir"):
+        # beside the workers' own temp folders (pytest-xdist puts them there too): pytest prunes old sessions'
+        factory = getattr(config, "_tmp_path_factory", None)
+        folder = factory.getbasetemp() / "xdist-units" if factory else Path(tempfile.mkdtemp(prefix="graphmend-xdist-"))
+        folder.mkdir(exist_ok=True)
+        config._graphmend_units_dir = str(folder)
+    node.workerinput[UNITS_DIR] = config._graphmend_units_dir
+
+
+def _write_units(config, items) -> None:
+    """In a worker: every test's unit, written before the worker reports its collection. (Where
+    pytest-xdist does manage to append "@group" to a node id, its own loadgroup rule applies.)"""
+    folder = getattr(config, "workerinput", {}).get(UNITS_DIR)
+    if folder:
+        path = Path(folder) / f"{config.workerinput['workerid']}.json"
+        path.with_suffix(".tmp").write_text(json.dumps({item.nodeid: _unit(item) for item in items}))
+        path.with_suffix(".tmp").replace(path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class UnitScheduling(LoadGroupScheduling):
+        """loadgroup, with each test's unit read from what the workers wrote."""
+
+        units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:
+                self.units = {}
+                folder = getattr(config, "_graphmend_units_dir", None)
+                for path in sorted(Path(folder).glob("*.json")) if folder else ():
+                    self.units = json.loads(path.read_text())  # every worker collected the same tests
+                    break
+            return self.units.get(nodeid) or super()._split_scope(nodeid)
+
+    return UnitScheduling(config, log)
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ targets:
     inputs: tools.graphmend_targets:bart_inputs
     batch_arg: batch
     mode: train
+    timeout_s: 30
+  - {name: big, entry: "tools.graphmend_targets:big"}
 sandbox: {runner: docker, image: my/image:1, timeout_s: 60, memory: 2g}
 fix: {safety: unsafe, select: [GM1, GM3], ignore: [GM301]}
 gate: {fail_on: any-break, baseline: base.json}
@@ -49,6 +51,8 @@ def test_every_section_is_read(tmp_path):
     assert (target.dtype, target.device, target.backend, target.rtol, target.atol) == ("float16", "cpu", "aot_eager", 0.001, None)
     assert target.inputs == "tools.graphmend_targets:bart_inputs" and target.batch_arg == "batch" and target.mode == "train"
     assert config.sandbox.image == "my/image:1" and config.sandbox.timeout_s == 60
+    # a target's own time limit, else the sandbox's
+    assert config.timeout_for(target) == 30 and config.timeout_for(config.target("big")) == 60
     assert config.fix.select == ("GM1", "GM3") and config.fix.ignore == ("GM301",)
     assert config.bench.batch_sizes == (1, 8) and config.review.comment == "always"
 
@@ -72,6 +76,7 @@ def test_github_folder_location_is_accepted(tmp_path):
         ("bench: {repeat: two}\n", "bench.repeat", "an integer", "'two'"),
         ("sandbox: {runner: docker}\n", "sandbox.image", "an image name", "None"),
         ("sandbox: {memory: lots}\n", "sandbox.memory", "a size", "'lots'"),
+        ("targets:\n  - {name: a, entry: 'm:f', timeout_s: 0}\n", "targets[0].timeout_s", "a number >= 1 or null", "0"),
         ("review: {suggestions: yes please}\n", "review.suggestions", "true or false", "'yes please'"),
         ("targets: {name: a}\n", "targets", "a list of targets", "{'name': 'a'}"),
         ("- just\n- a list\n", "(top level)", "a mapping", "<list"),

@@ -1,15 +1,18 @@
-"""``examples/``: the demo repository's breaks, counted by hand, found exactly by ``graphmend check``."""
+"""``examples/``: the demo repository's breaks, counted by hand, found exactly by ``graphmend check``;
+``graphmend fix`` removes what it labels fixable, and the fixed models compute what they did."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from graphmend.schemas import validate
 from tests.conftest import EXAMPLES
 
 
@@ -63,6 +66,16 @@ def graphmend(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def checked():
     proc = graphmend("check", "--format", "json", cwd=EXAMPLES)
     return proc, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def fixed(tmp_path_factory):
+    """``graphmend fix`` on a copy of the examples, run once: the tests below assert on its
+    report, its rewritten files and what they compute."""
+    root = tmp_path_factory.mktemp("fixed") / "examples"
+    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("__pycache__"))
+    proc = graphmend("fix", "--format", "json", cwd=root)
+    return root, json.loads(proc.stdout)
 
 
 def test_hand_count(checked):
@@ -147,19 +160,14 @@ def test_static_finds_the_fixable_sites_without_running_anything():
     assert all(not b["verified"] for b in report["static"])
 
 
-def test_every_label_is_a_promise(checked, tmp_path):
+def test_every_label_is_a_promise(checked, fixed, tmp_path):
     """Every break `check` labels fixable is fixed by `fix`, and only those: nothing is taken back
     (tiny-moe's `.item()`, whose rewrite would make Dynamo skip all of forward() for the nonzero
     break in the loop, 5 -> 6 graphs, is labelled not fixable with that reason, and `fix` leaves it);
     every compile setting it advises was run on the target and helped, which a run with the setting
     in the config confirms."""
-    import shutil
-
     _, report = checked
-    root = tmp_path / "examples"
-    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("__pycache__"))
-    proc = graphmend("fix", "--format", "json", cwd=root)
-    fixed = json.loads(proc.stdout)
+    _, fixed = fixed
     applied = {(f["file"], f["line"], f["rule"]) for f in fixed["applied"]}
     assert fixed["rolled_back"] == [] and fixed["withdrawn"] == [] and fixed["failed"] == [], fixed
     after = {t["name"]: t["breaks_after"] for t in fixed["targets"]}
@@ -188,12 +196,66 @@ def test_every_label_is_a_promise(checked, tmp_path):
         if (b["file"], b["line"]) in declined_levers:
             assert b["lever"] == "none" and "GM501 declined" in b["lever_reason"], b
     for name, setting, before in set(advised):
+        root = tmp_path / name  # the original code, not the fixed one
+        shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("__pycache__"))
         config = (root / "graphmend.yml").read_text()
         (root / "graphmend.yml").write_text(config.replace("entry: src.tinymodels.moe:tiny_moe",
                                                            f"entry: src.tinymodels.moe:tiny_moe\n    dynamo_config: [{setting}]"))
-        shutil.copytree(EXAMPLES / "src", root / "src", dirs_exist_ok=True)  # the original code, not the fixed one
         proc = graphmend("check", "--no-static", "--target", name, "--format", "json", cwd=root)
         run = json.loads(proc.stdout)["targets"][0]
         assert run["error"] is None and run["break_count"] < before, run
         # with the loop's break gone, Dynamo no longer skips forward(): the `.item()` is fixable now
         assert [(b["line"], b["fixable"], b["rule"]) for b in run["breaks"]] == [(25, True, "GM401")], run
+
+
+# What the fixed examples compute, against the originals (run in a fresh process per tree).
+COMPARE = r'''
+import json, sys
+from pathlib import Path
+import torch
+root = Path(sys.argv[1])
+sys.path.insert(0, str(root))
+from tools import graphmend_targets as t
+import tinymodels
+assert Path(tinymodels.__file__).resolve().is_relative_to(root.resolve())
+out = {}
+# encoder in fp16: an ordinary input, and weights that overflow (the clamp's taken path)
+for overflow in (False, True):
+    model, args = t.tiny_encoder(dtype=torch.float16)
+    if overflow:
+        with torch.no_grad():
+            model.layers[0].fc2.weight.mul_(5000.0)
+    with torch.no_grad():
+        out[f"encoder/{overflow}"] = model(*args).float().tolist()
+# decoder: 12 positions take the long-context table, 4 positions the short one
+for n in (12, 4):
+    model, args, kwargs = t.tiny_decoder()
+    ids, pos = args[0][:, :n], args[1][:, :n]
+    with torch.no_grad():
+        out[f"decoder/{n}"] = model(ids, pos, **kwargs).float().tolist()
+print(json.dumps(out))
+'''
+
+
+def test_data_dependent_breaks_gone_and_outputs_equal(fixed):
+    """After ``fix`` the data-dependent-branch breaks are gone and the models compute what they
+    computed before, on both outcomes of each branch."""
+    root, data = fixed
+    validate("fix", data)
+    before = [b for b in data["found"] if b["rule"] == "GM101"]
+    after = [b for b in data["remaining"] if b["rule"] == "GM101"]
+    assert len(before) == 3 and after == [], after  # the clamp (+ its skipped frame) and the rotary switch
+    assert {f["rule"] for f in data["applied"]} >= {"GM101"}
+    outputs = {}
+    for which, where in (("fixed", root), ("original", EXAMPLES)):
+        done = subprocess.run([sys.executable, "-c", COMPARE, str(where)], capture_output=True, text=True,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs[which] = json.loads(done.stdout.strip().splitlines()[-1])
+    import torch
+
+    for key, want in outputs["original"].items():
+        torch.testing.assert_close(torch.tensor(outputs["fixed"][key]), torch.tensor(want), rtol=0, atol=0,
+                                   equal_nan=True, msg=key)
+    encoder = (root / "src/tinymodels/encoder.py").read_text()
+    assert "torch.isinf(h).any() | torch.isnan(h).any()" in encoder

@@ -117,7 +117,7 @@ class _Measure:
             "threads": self.threads,
         }
         _say(self.progress, f"bench: {self.target.name}: {step} {label}{'' if batch_size is None else f' (batch {batch_size})'}")
-        job = Job(task="bench", payload=payload, root=root, timeout_s=self.config.sandbox.timeout_s, scratch=scratch,
+        job = Job(task="bench", payload=payload, root=root, timeout_s=self.config.timeout_for(self.target), scratch=scratch,
                   env={"OMP_NUM_THREADS": str(self.threads)}, device=job_device(self.target),
                   label=f"target {self.target.name} ({label})")
         result = self.runner.run(job)

@@ -36,6 +36,7 @@ targets:
     inputs: null              # "pkg.mod:fn" returning [(args, kwargs), ...] that exercise every path
     batch_arg: null           # the factory argument that sets the batch size (throughput)
     mode: eval                # eval | train
+    timeout_s: null           # seconds one run of this target may take; null: sandbox.timeout_s
 
 sandbox:
   runner: subprocess          # subprocess | docker (then set image:)

@@ -403,7 +403,7 @@ def detect_targets(
             "exclude": list(config.exclude),
             "capture_log": capture_log,
         }
-        job = Job(task="detect", payload=payload, root=root, timeout_s=config.sandbox.timeout_s,
+        job = Job(task="detect", payload=payload, root=root, timeout_s=config.timeout_for(target),
                   device=target.device, label=f"target {target.name}")
         outcome = runner.run(job)
         if not outcome.ok:

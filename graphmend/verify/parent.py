@@ -79,7 +79,7 @@ class _ArmRunner:
             "stop_on_error": self.device == "cuda",
             **payload,
         }
-        job = Job(task="verify", payload=body, root=Path(root), timeout_s=self.config.sandbox.timeout_s,
+        job = Job(task="verify", payload=body, root=Path(root), timeout_s=self.config.timeout_for(self.target),
                   scratch=scratch, device=self.device, label=f"target {self.target.name} ({label})")
         return self.runner.run(job)
 
