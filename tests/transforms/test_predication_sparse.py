@@ -123,9 +123,8 @@ def test_sparse_gradients_are_the_originals():
         assert torch.equal(grads[0], grads[1]), sign
 
 
-@pytest.mark.xfail(strict=True, reason="not yet covered (documented in the rules' Fix safety): both values are computed, "
-                   "and `x - 1` has no sparse kernel")
 def test_an_operation_without_a_sparse_kernel_in_the_value_not_taken():
+    # `x - 1` has no sparse COO kernel: where the original took `x * 2`, the select must not compute it
     text, result = _fix("""
     def f(x, gate):
         if gate.sum() > 0:
