@@ -161,6 +161,23 @@ PROGRAMS = {
         y.mul_(3)
         return y
     """, "f", lambda lay, g: (lay(DENSE), g), False),
+    # an arm that makes a sparse tensor itself: its operations raise there even on strided inputs
+    "sparse made in the arm": ("""
+    def f(x, gate):
+        if gate.sum() > 0:
+            y = x * 2
+        else:
+            y = torch.zeros(2, 2, layout=torch.sparse_coo) - x
+        return y
+    """, "f", lambda lay, g: (lay(DENSE), g), False),
+    "torch.sparse in the arm": ("""
+    def f(x, gate):
+        if gate.sum() > 0:
+            y = x * 2
+        else:
+            y = torch.sparse.sum(x)
+        return y
+    """, "f", lambda lay, g: (lay(DENSE), g), False),
 }
 
 MODULE_PROGRAMS = {
@@ -194,10 +211,12 @@ def _kinds(seen: dict) -> list:
     return [[getattr(v, "layout", None), getattr(v, "device", None)] for v in seen.get("values", [])]
 
 
-# Compiled runs cost a second or more each: every program is compiled on strided inputs (traced)
-# and COO ones (a frame Dynamo does not trace); meta inputs (traced too) for a few programs.
-COMPILED = ("strided", "coo")
-COMPILED_META = {"no kernel, assignment", "no kernel, conditional expression", "tensor in a list"}
+# Compiled runs cost a second or more each: every program is compiled on strided inputs (traced);
+# a few on COO inputs too (a frame Dynamo does not trace: it runs eagerly) and on meta ones (traced).
+COMPILED = ("strided",)
+COMPILED_MORE = {"no kernel, assignment": ("coo", "meta"), "no kernel, conditional expression": ("coo", "meta"),
+                 "tensor in a list": ("coo", "meta"), "hoisted setup": ("coo",), "call shape": ("coo",),
+                 "several targets": ("csr",)}
 
 
 def _compare(text, new, entry, make, layouts, tmp_path, *, module=False, backend="eager", compiled_on=COMPILED):
@@ -232,7 +251,17 @@ def test_identical_on_every_layout_or_declined(name, tmp_path):
     assert result.applied and G.HELPER in result.text, [d.reason for d in result.declined]
     backend = ("eager", "aot_eager")[sorted(PROGRAMS).index(name) % 2]  # both, across the programs
     _compare(text, result.text, entry, make, LAYOUTS, tmp_path, backend=backend,
-             compiled_on=COMPILED + (("meta",) if name in COMPILED_META else ()))
+             compiled_on=COMPILED + COMPILED_MORE.get(name, ()))
+
+
+@pytest.mark.parametrize("arm", ["torch.zeros(2, 2, layout=torch.sparse_coo) - x", "torch.sparse.sum(x)"])
+def test_an_arm_that_makes_sparse_tensors_raises_on_strided_ones(arm):
+    # why those arms are declined: computed where not taken, they raise on ordinary inputs too
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        eval(arm, {"torch": torch, "x": DENSE.clone()})
+    name = "sparse made in the arm" if "layout" in arm else "torch.sparse in the arm"
+    _, result = _fix(PROGRAMS[name][0])
+    assert not result.applied and ("layout" in result.declined[0].reason or "torch.sparse" in result.declined[0].reason)
 
 
 def test_a_sparse_buffer_of_a_nested_module(tmp_path):
