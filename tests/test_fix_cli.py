@@ -92,13 +92,19 @@ def test_fix_writes_in_paths_reports_patch_outside_and_keeps_comments(repo):
     [change] = data["changes"]
     assert change["file"] == "pkg/model.py" and change["written"] and change["fixes"] == ["GM101"]
     new = (repo / "pkg/model.py").read_text()
+    from graphmend.transforms import _layout_guard
+
     assert new == MODEL.replace(
-        "        if (h > 100).any():\n            h = h.masked_fill(h > 100, 100.0)\n",
-        "        h = torch.where((h > 100).any(), h.masked_fill(h > 100, 100.0), h)\n",
-    )  # one statement replaced; the comment above it and everything else byte-identical
+        "        if (h > 100).any():\n",
+        "        if _graphmend_strided(h):\n"
+        "            h = torch.where((h > 100).any(), h.masked_fill(h > 100, 100.0), h)\n"
+        "        elif (h > 100).any():\n",
+    ).replace("rescale\n\n\n", "rescale\n\n\n" + _layout_guard.helper_code("torch") + "\n\n")
+    # the select and its layout guard in front of the kept `if`; the comment above it and everything
+    # else byte-identical
     [patch] = data["patches"]
     assert patch["file"] == "helpers/scale.py" and patch["outside_paths"] and not patch["written"]
-    assert "+    h = torch.where(h.sum() > 1000, h.masked_fill(h > 50, 50.0), h)" in patch["diff"]
+    assert "+        h = torch.where(h.sum() > 1000, h.masked_fill(h > 50, 50.0), h)" in patch["diff"]
     assert (repo / "helpers/scale.py").read_text() == HELPER
     [target] = data["targets"]
     assert target["breaks_before"] == 2 and target["breaks_after"] == 1

@@ -9,6 +9,7 @@ an ordinary input and on one that overflows float16 (so the clamp's taken path i
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from graphmend.config import load_config
 from graphmend.fix import apply_fixes
 from graphmend.model import Category
 from graphmend.schemas import validate
+from graphmend.transforms import _layout_guard
 
 pytestmark = [pytest.mark.xdist_group("test_fix_transformers"), pytest.mark.slow]
 
@@ -158,12 +160,18 @@ def test_fixed_source_is_the_0d_where_and_nothing_else_changed(fixed):
     for n in WITH_BREAK:
         new = (root / f"src/transformers/models/{n}/modeling_{n}.py").read_text()
         assert "torch.isinf(hidden_states).any() | torch.isnan(hidden_states).any()," in new
-        assert "if hidden_states.dtype == torch.float16:\n" in new
+        assert "if hidden_states.dtype == torch.float16 and _graphmend_strided(hidden_states):\n" in new
         old_lines, new_lines = originals[n].splitlines(), new.splitlines()
-        # one statement replaced: everything before it and after it is byte-identical
-        first = next(i for i, (a, b) in enumerate(zip(old_lines, new_lines)) if a != b)
-        tail = next(i for i, (a, b) in enumerate(zip(reversed(old_lines), reversed(new_lines))) if a != b)
-        assert len(old_lines) - first - tail <= 6 and len(new_lines) - first - tail <= 8
+        # the layout guard's helper inserted once, the select and its guard in front of the kept
+        # `if` (now its `elif`): no other line of the file changes
+        hunks = [op for op in difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False).get_opcodes()
+                 if op[0] != "equal"]
+        removed = [line for _, i1, i2, _, _ in hunks for line in old_lines[i1:i2]]
+        added = "\n".join(line for _, _, _, j1, j2 in hunks for line in new_lines[j1:j2])
+        assert [line.strip() for line in removed] == ["if hidden_states.dtype == torch.float16 and ("], removed
+        assert added.count("def _graphmend_strided(") == 1 and "elif hidden_states.dtype == torch.float16 and (" in added
+        helper_lines = _layout_guard.helper_code("torch").count("\n")
+        assert len(added.splitlines()) - helper_lines <= 14, added
 
 
 def test_outputs_equal_eager_and_compiled(fixed):

@@ -293,6 +293,15 @@ def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
         if flag == "out" or (flag == "inplace" and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")):
             eff.problems.append(f"`{shown}` writes a tensor in place (`{flag}=`)")
             return
+        if flag == "layout" and dotted(arg.value).split(".")[-1] != "strided":
+            eff.problems.append(f"`{shown}` makes a tensor of another layout (`layout=`), on which the operations "
+                                "of the branch may have no kernel")
+            return
+    namespace = dotted(node.func).split(".")
+    if len(namespace) > 2 and namespace[0] in t.torch_names and namespace[1] in ("sparse", "nested"):
+        eff.problems.append(f"`{shown}` calls torch.{namespace[1]}.{namespace[-1]}, which takes or makes "
+                            f"{namespace[1]} tensors and raises on others")
+        return
     if name in RANDOM_FUNCS or name.startswith("rand"):
         eff.problems.append(f"`{shown}` draws random numbers; evaluating it on the other path would shift the random generator")
         return

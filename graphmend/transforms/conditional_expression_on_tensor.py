@@ -21,6 +21,7 @@ import libcst as cst
 from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
+from graphmend.transforms import _layout_guard as G
 from graphmend.transforms import data_dependent_branch as gm101
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
@@ -58,7 +59,11 @@ class ConditionalExpressionOnTensor(Transform):
         "Use instead": (
             "```python\n"
             "h = self.proj(x)\n"
-            "h = _graphmend_select(torch.isinf(h).any(), h.clamp(-1e4, 1e4), h)  # torch.where when shapes/dtypes agree\n"
+            "h = (\n"
+            "    _graphmend_select(torch.isinf(h).any(), h.clamp(-1e4, 1e4), h)  # torch.where when shapes/dtypes agree\n"
+            "    if _graphmend_strided(h)  # static under Dynamo; a sparse, quantized or meta h: the original\n"
+            "    else h.clamp(-1e4, 1e4) if torch.isinf(h).any() else h\n"
+            ")\n"
             "```"
         ),
         "Fix safety": (
@@ -102,19 +107,24 @@ class ConditionalExpressionOnTensor(Transform):
     INVALID = (
         (
             "import torch\n\ndef f(x):\n    return (x * 2 if x.sum() > 0 else x - 1) + 1\n",
-            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
-            "    return (_graphmend_select(x.sum() > 0, x * 2, x - 1)) + 1\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
+            "    return (\n        _graphmend_select(x.sum() > 0, x * 2, x - 1)\n        if _graphmend_strided(x)\n"
+            "        else x * 2 if x.sum() > 0 else x - 1\n    ) + 1\n",
         ),
         (
             "import torch\n\ndef f(x):\n    z = (x.clamp(max=1.0) if (x > 1).any() else x) + 1\n    return z\n",
-            "import torch\n\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
-            "    z = (_graphmend_select((x > 1).any(), x.clamp(max=1.0), x)) + 1\n    return z\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n" + gm101._helper_code("torch") + "\ndef f(x):\n"
+            "    z = (\n        _graphmend_select((x > 1).any(), x.clamp(max=1.0), x)\n        if _graphmend_strided(x)\n"
+            "        else x.clamp(max=1.0) if (x > 1).any() else x\n    ) + 1\n    return z\n",
         ),
     )
 
     def sites(self, source: SourceFile) -> Iterable[cst.CSTNode]:
         for node in A._iter(source.module):
             if isinstance(node, cst.IfExp) and source.enclosing(node, (cst.FunctionDef,)) is not None:
+                parent = source.parent(node)
+                if G.is_guard(node.test) or (isinstance(parent, cst.IfExp) and G.is_guard(parent.test)):
+                    continue  # an earlier fix and the original it keeps for tensors that are not strided
                 yield node
 
     def site_lines(self, node: cst.CSTNode, source: SourceFile) -> range:
@@ -188,12 +198,33 @@ class ConditionalExpressionOnTensor(Transform):
                 raise _Declined(f"{gm101.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
         select = checker._select_fn(torch_name)
         text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
-        new = cst.parse_expression(text).with_changes(lpar=node.lpar, rpar=node.rpar)
+        # The select only where every tensor the expression reads is an ordinary strided one; any
+        # other (sparse, quantized, meta …) gets the original expression, kept after `else`.
+        local = gm101._assigned_in(func) | gm101._param_names(func)  # type: ignore[arg-type]
+        guard = G.operands([node], local, lambda n: gm101._bound_before(n, node, func, source),  # type: ignore[arg-type]
+                           G.module_level_names(source.module) | set(t.torch_names) | set(t.f_names))
+        parens = {"lpar": node.lpar, "rpar": node.rpar}
+        if guard:
+            original = A.code(node.with_changes(lpar=[], rpar=[]))
+            text = f"{text} if {G.call(guard)} else {original}"
+            start = source.positions[node].start
+            if start.column + len(text) + 2 > gm101.LINE_LIMIT and "\n" not in text:
+                # libcst indents continuation lines by the enclosing block: relative text here
+                outer, inner = "", "    "
+                text = f"(\n{inner}{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})\n" \
+                       f"{inner}if {G.call(guard)}\n{inner}else {original}\n{outer})"
+                parens = {}
+        new = cst.parse_expression(text).with_changes(**parens)
         tree = source.replace(source.module, node, new)
         if checker._needs_helper:
             tree = source.with_helper(tree, gm101.SELECT_HELPER, gm101._helper_code(torch_name))
         if not pred.zero_d:
             tree = source.with_helper(tree, A.TRUTH_HELPER, A.truth_code(torch_name))
+        if guard:
+            tree = source.with_helper(tree, G.HELPER, G.helper_code(torch_name))
+            notes.append(f"the select runs when every tensor among `{', '.join(guard)}` is an ordinary strided one "
+                         f"(`{G.HELPER}`, static under Dynamo); a sparse, mkldnn, nested, quantized or meta tensor "
+                         "gets the original expression, kept after `else`")
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:

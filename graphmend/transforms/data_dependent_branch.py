@@ -33,6 +33,7 @@ import libcst as cst
 from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
+from graphmend.transforms import _layout_guard as G
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
@@ -67,13 +68,17 @@ def _helper_code(torch_name: str) -> str:
 
 # The sparse-layout part of the "Fix safety" docs, shared with GM402.
 SPARSE_SAFETY = (
-    "Sparse (non-strided) tensors: a sparse condition is decided by `bool()` exactly as the `if` decided it "
-    "(`_graphmend_truth`, with the `if`'s own error), and `_graphmend_select` chooses as the `if` did when the "
-    "condition or a value is not strided (`torch.where` has no sparse kernel). Not yet covered: both values are "
-    "still computed, so an operation with no sparse kernel in the value not taken (`x - 1`, `clamp`, "
-    "`masked_fill` on a sparse `x`) raises where the original did not, and a plain `torch.where` (shapes and "
-    "dtypes proven alike) raises NotImplementedError for sparse values; `graphmend verify` compares sparse "
-    "inputs and outputs (layout and values) and reports the exception."
+    "Tensors that are not ordinary strided ones: the proof that the value not taken cannot raise holds for "
+    "strided tensors only, and a sparse (COO, CSR …), mkldnn, nested, quantized or meta tensor lacks kernels "
+    "it may use (`x - 1`, `clamp`, `masked_fill` on sparse COO; `torch.where` itself). So the select runs "
+    "under `if _graphmend_strided(<what the site reads>):` and the original statement is kept as its `elif` "
+    "(for an expression: `<select> if _graphmend_strided(...) else <the original>`): a tensor among the "
+    "operands (a list, tuple or dict among them is looked into) that is not strided, dense, unquantized and "
+    "off the meta device runs exactly the original code. The check is static under Dynamo (no graph break, "
+    "no recompilation on strided inputs), and Dynamo runs frames with sparse or quantized tensors eagerly. "
+    "An arm that makes such a tensor itself (`layout=`, `torch.sparse.*`, `.to_sparse()`) is declined. Not "
+    "covered: an mkldnn tensor under torch.compile (Dynamo traces it as a strided one, so no check can tell), "
+    "and a tensor reached only through an object the site calls (`self.proj(x)` is declined anyway)."
 )
 
 
@@ -121,12 +126,17 @@ class DataDependentBranch(Transform):
         ),
         "Use instead": (
             "```python\n"
-            "if hidden.dtype == torch.float16:\n"
+            "if hidden.dtype == torch.float16 and _graphmend_strided(hidden):\n"
             "    clamp_value = torch.finfo(hidden.dtype).max - 1000\n"
             "    hidden = torch.where(torch.isinf(hidden).any() | torch.isnan(hidden).any(), "
             "torch.clamp(hidden, min=-clamp_value, max=clamp_value), hidden)\n"
+            "elif hidden.dtype == torch.float16 and (torch.isinf(hidden).any() or torch.isnan(hidden).any()):\n"
+            "    clamp_value = torch.finfo(hidden.dtype).max - 1000\n"
+            "    hidden = torch.clamp(hidden, min=-clamp_value, max=clamp_value)\n"
             "```\n"
-            "The condition stays 0-d (`.any()`): the whole tensor is clamped or kept, exactly as before."
+            "The condition stays 0-d (`.any()`): the whole tensor is clamped or kept, exactly as before. The "
+            "original `if` stays as the `elif` for a sparse, quantized or meta `hidden`, on which the select is "
+            "not proven (`_graphmend_strided` is static under Dynamo: no graph break)."
         ),
         "Fix safety": (
             "Safe when every condition is shown on the source: the condition is a tensor (not `.item()`, "
@@ -185,15 +195,19 @@ class DataDependentBranch(Transform):
         # exactly like the `if`.
         (
             "import torch\n\n\ndef f(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x - 1\n    return y\n",
-            "import torch\n\n\n" + _helper_code("torch") + "\n\n"
-            "def f(x):\n    y = _graphmend_select(x.sum() > 0, x * 2, x - 1)\n    return y\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n" + _helper_code("torch") + "\n\n"
+            "def f(x):\n    if _graphmend_strided(x):\n        y = _graphmend_select(x.sum() > 0, x * 2, x - 1)\n"
+            "    elif x.sum() > 0:\n        y = x * 2\n    else:\n        y = x - 1\n    return y\n",
         ),
-        # A static conjunct stays a Python `if`; it also proves the dtype, so plain torch.where.
+        # A static conjunct stays a Python `if`; it also proves the dtype, so plain torch.where. On
+        # tensors that are not ordinary strided ones (sparse, quantized, meta …) the original runs.
         (
             "import torch\n\ndef f(x):\n    # keep me\n    if x.is_floating_point() and (x > 1).any():\n"
             "        x = x.clamp(max=1.0)\n    return x + 1\n",
-            "import torch\n\ndef f(x):\n    # keep me\n    if x.is_floating_point():\n"
-            "        x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n    return x + 1\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n"
+            "def f(x):\n    # keep me\n    if x.is_floating_point() and _graphmend_strided(x):\n"
+            "        x = torch.where((x > 1).any(), x.clamp(max=1.0), x)\n"
+            "    elif x.is_floating_point() and (x > 1).any():\n        x = x.clamp(max=1.0)\n    return x + 1\n",
         ),
         # The fp16 overflow clamp of the BART family: a 0-d condition, never element-wise.
         (
@@ -205,35 +219,51 @@ class DataDependentBranch(Transform):
             "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
             "        h = torch.clamp(h, min=-clamp_value, max=clamp_value)\n"
             "    return h\n",
-            "import torch\n\n\ndef f(residual, h):\n"
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n"
+            "def f(residual, h):\n"
             "    h = residual + h\n"
-            "    if h.dtype == torch.float16:\n"
+            "    if h.dtype == torch.float16 and _graphmend_strided(h):\n"
             "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
             "        h = torch.where(\n"
             "            torch.isinf(h).any() | torch.isnan(h).any(),\n"
             "            torch.clamp(h, min=-clamp_value, max=clamp_value),\n"
             "            h,\n"
             "        )\n"
+            "    elif h.dtype == torch.float16 and (\n"
+            "        torch.isinf(h).any() or torch.isnan(h).any()\n"
+            "    ):\n"
+            "        clamp_value = torch.finfo(h.dtype).max - 1000\n"
+            "        h = torch.clamp(h, min=-clamp_value, max=clamp_value)\n"
             "    return h\n",
         ),
         # Both paths return.
         (
             "import torch\n\ndef f(x):\n    if x.mean() > 0:\n        return x.masked_fill(x < 0, 0)\n    return x.clone()\n",
-            "import torch\n\ndef f(x):\n    return torch.where(x.mean() > 0, x.masked_fill(x < 0, 0), x.clone())\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n"
+            "def f(x):\n    if _graphmend_strided(x):\n"
+            "        return torch.where(x.mean() > 0, x.masked_fill(x < 0, 0), x.clone())\n"
+            "    elif x.mean() > 0:\n        return x.masked_fill(x < 0, 0)\n    return x.clone()\n",
         ),
         # elif chain: nested selects.
         (
             "import torch\n\ndef f(x):\n    if x.max() > 2:\n        y = x.masked_fill(x > 2, 2)\n    elif x.max() > 1:\n"
             "        y = x.masked_fill(x > 1, 1)\n    else:\n        y = x.clone()\n    return y\n",
-            "import torch\n\ndef f(x):\n    y = torch.where(\n        x.max() > 2,\n        x.masked_fill(x > 2, 2),\n"
-            "        torch.where(x.max() > 1, x.masked_fill(x > 1, 1), x.clone()),\n    )\n    return y\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n"
+            "def f(x):\n    if _graphmend_strided(x):\n        y = torch.where(\n            x.max() > 2,\n"
+            "            x.masked_fill(x > 2, 2),\n"
+            "            torch.where(x.max() > 1, x.masked_fill(x > 1, 1), x.clone()),\n        )\n"
+            "    elif x.max() > 2:\n        y = x.masked_fill(x > 2, 2)\n    elif x.max() > 1:\n"
+            "        y = x.masked_fill(x > 1, 1)\n    else:\n        y = x.clone()\n    return y\n",
         ),
         # The same call with different positional arguments: the call runs once, as before.
         (
             "import torch\n\ndef f(x, w):\n    if (x > 0).all():\n        out = torch.nn.functional.linear(x.clamp(max=1.0), w)\n    else:\n"
             "        out = torch.nn.functional.linear(x, w)\n    return out\n",
-            "import torch\n\n\n" + _helper_code("torch") + "\ndef f(x, w):\n"
-            "    out = torch.nn.functional.linear(_graphmend_select((x > 0).all(), x.clamp(max=1.0), x), w)\n    return out\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n" + _helper_code("torch") + "\ndef f(x, w):\n"
+            "    if _graphmend_strided(x, w):\n"
+            "        out = torch.nn.functional.linear(_graphmend_select((x > 0).all(), x.clamp(max=1.0), x), w)\n"
+            "    elif (x > 0).all():\n        out = torch.nn.functional.linear(x.clamp(max=1.0), w)\n    else:\n"
+            "        out = torch.nn.functional.linear(x, w)\n    return out\n",
         ),
     )
 
@@ -248,6 +278,8 @@ class DataDependentBranch(Transform):
                 continue  # an elif: handled with the chain it belongs to
             if source.enclosing(node, (cst.FunctionDef,)) is None:
                 continue  # module or class level: never inside a compiled region
+            if G.is_guard(node.test):
+                continue  # an earlier fix: the kept original runs only for tensors that are not strided
             yield node
 
     def site_lines(self, node: cst.CSTNode, source: SourceFile) -> range:
@@ -387,6 +419,12 @@ class DataDependentBranch(Transform):
             shape = "call"
 
         names_outside = _names_outside(func, node, following_return)
+        # What the site reads: the select runs only when every tensor among them is an ordinary
+        # strided one; any other (sparse, quantized, meta …) runs the original `if`, kept below it.
+        local = _assigned_in(func) | _param_names(func)
+        guard = G.operands([node, following_return], local, lambda n: _bound_before(n, node, func, source),
+                           G.module_level_names(source.module) | set(t.torch_names) | set(t.f_names))
+        nested = bool(static or guard)
         test_names = set().union(*(A.names_in(test) for test, _ in chain))
 
         lines: list[str] = []
@@ -478,7 +516,7 @@ class DataDependentBranch(Transform):
         # libcst keeps continuation lines relative to the enclosing block's indentation, so
         # the generated text is indented as it will be parsed (inside a kept `if`: 4), while
         # the line-length check uses the real column.
-        indent = _Indent(source.positions[node].start.column + (4 if static else 0), "    " if static else "")
+        indent = _Indent(source.positions[node].start.column + (4 if nested else 0), "    " if nested else "")
         if shape == "assign":
             for name in _target_order(arms):
                 values = []
@@ -553,8 +591,19 @@ class DataDependentBranch(Transform):
         if identity:
             raise _Declined(identity)
 
-        # 5. the replacement, with a static conjunct kept as a Python `if`
-        if static:
+        # 5. the replacement, with a static conjunct kept as a Python `if`; with operands to check,
+        # `if <static> and _graphmend_strided(...): <select>` and the original `if` as its `elif`
+        changes: dict = {}
+        if guard:
+            body = "".join(f"    {line}\n" for line in lines)
+            test = " and ".join([*(A.code(s) for s in static), G.call(guard)])
+            head = cst.parse_module(f"if {test}:\n{body}").body[0]
+            assert isinstance(head, cst.If)
+            new_stmts = [head.with_changes(leading_lines=node.leading_lines,
+                                           orelse=node.with_changes(leading_lines=()))]
+            following_return = None  # kept: it still serves the original `if`
+            text = ""
+        elif static:
             body = "".join(f"    {line}\n" for line in lines)
             text = f"if {' and '.join(A.code(s) for s in static)}:\n{body}"
             if final is not None:
@@ -562,10 +611,10 @@ class DataDependentBranch(Transform):
         else:
             text = "".join(line + "\n" for line in lines)
         try:
-            new_stmts = list(cst.parse_module(text).body)
+            new_stmts = new_stmts if guard else list(cst.parse_module(text).body)
         except cst.ParserSyntaxError as exc:  # pragma: no cover - a bug in this rule
             raise RuntimeError(f"generated code does not parse: {exc.message}\n{text}") from None
-        changes: dict = {node: cst.FlattenSentinel(new_stmts)}
+        changes[node] = cst.FlattenSentinel(new_stmts)
         if following_return is not None and not static:
             # With a kept static `if`, the following return still serves the path where the
             # static part is false.
@@ -575,6 +624,11 @@ class DataDependentBranch(Transform):
             tree = source.with_helper(tree, SELECT_HELPER, _helper_code(torch_name))
         if not all(p.zero_d for p in conds):
             tree = source.with_helper(tree, A.TRUTH_HELPER, A.truth_code(torch_name))
+        if guard:
+            tree = source.with_helper(tree, G.HELPER, G.helper_code(torch_name))
+            notes.append(f"the select runs when every tensor among `{', '.join(guard)}` is an ordinary strided one "
+                         f"(`{G.HELPER}`, static under Dynamo); a sparse, mkldnn, nested, quantized or meta tensor "
+                         "runs the original `if`, kept as its `elif`")
         if source.torch_name() is None:
             tree = source.with_import(tree)
         if not ctx.verified:
@@ -1064,6 +1118,13 @@ def _bound_before(name: str, node: cst.CSTNode, func: cst.FunctionDef, source: S
             if _binds(stmt, name):
                 return True
     return False
+
+
+def _param_names(func: cst.FunctionDef) -> set[str]:
+    params = func.params
+    every = [*params.params, *params.posonly_params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return {p.name.value for p in every}
 
 
 def _assigned_in(func: cst.FunctionDef) -> set[str]:

@@ -22,6 +22,7 @@ from typing import Iterable, Optional, Union
 import libcst as cst
 
 from graphmend.model import Category, Decline, Fix
+from graphmend.transforms import _layout_guard as G
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 from graphmend.transforms.data_dependent_branch import DataDependentBranch, _helper_code
 from graphmend.transforms.engine import apply_edits
@@ -160,11 +161,18 @@ class EarlyReturnOnTensorCondition(Transform):
         ),
         "Use instead": (
             "```python\n"
-            "weights = torch.sigmoid(scores)\n"
-            "return _graphmend_select((scores < 0).all(), scores * 0.5, weights * scores)\n"
+            "if _graphmend_strided(scores):\n"
+            "    weights = torch.sigmoid(scores)\n"
+            "    return _graphmend_select((scores < 0).all(), scores * 0.5, weights * scores)\n"
+            "elif (scores < 0).all():\n"
+            "    return scores * 0.5\n"
+            "else:\n"
+            "    weights = torch.sigmoid(scores)\n"
+            "    return weights * scores\n"
             "```\n"
             "(`_graphmend_select` is GM101's helper: `torch.where` when both values have one shape, dtype "
-            "and device, the original choice otherwise)."
+            "and device, the original choice otherwise; `_graphmend_strided` keeps the original code for "
+            "sparse, quantized or meta tensors, as GM101 does)."
         ),
         "Fix safety": (
             "Exactly GM101's, on the `if`/`else` the early exit is equal to: the rest of the block runs on "
@@ -195,15 +203,19 @@ class EarlyReturnOnTensorCondition(Transform):
     INVALID = (
         (
             "import torch\n\n\ndef f(x):\n    h = x * 2\n    if h.sum() > 0:\n        return h + 1\n    y = h.abs()\n    return y - 1\n",
-            "import torch\n\n\n" + _helper_code("torch") + "\n\n"
-            "def f(x):\n    h = x * 2\n    y = h.abs()\n    return _graphmend_select(h.sum() > 0, h + 1, y - 1)\n",
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n" + _helper_code("torch") + "\n\n"
+            "def f(x):\n    h = x * 2\n    if _graphmend_strided(h):\n        y = h.abs()\n"
+            "        return _graphmend_select(h.sum() > 0, h + 1, y - 1)\n    elif h.sum() > 0:\n        return h + 1\n"
+            "    else:\n        y = h.abs()\n        return y - 1\n",
         ),
         # Nested in a loop body: the rest of the loop's block becomes the `else`.
         (
             "import torch\n\n\ndef f(xs):\n    for x in xs:\n        if x.sum() > 0:\n            return x + 1\n"
             "        y = x * 2\n        return y - 1\n    return xs[0]\n",
-            "import torch\n\n\n" + _helper_code("torch") + "\n\n"
-            "def f(xs):\n    for x in xs:\n        y = x * 2\n        return _graphmend_select(x.sum() > 0, x + 1, y - 1)\n"
+            "import torch\n\n\n" + G.helper_code("torch") + "\n\n" + _helper_code("torch") + "\n\n"
+            "def f(xs):\n    for x in xs:\n        if _graphmend_strided(x):\n            y = x * 2\n"
+            "            return _graphmend_select(x.sum() > 0, x + 1, y - 1)\n        elif x.sum() > 0:\n"
+            "            return x + 1\n        else:\n            y = x * 2\n            return y - 1\n"
             "    return xs[0]\n",
         ),
     )

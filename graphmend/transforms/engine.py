@@ -25,6 +25,7 @@ re-run rules until the text stops changing (fixes skipped for overlap get anothe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence
 
@@ -148,6 +149,29 @@ def choose_fixes(fixes: Iterable[Fix], threshold: Safety) -> tuple[list[Fix], li
     return accepted, skipped
 
 
+def _once_per_definition(edits: Iterable[Edit]) -> list[Edit]:
+    """Insertions that add the same top-level definition (a module-level helper that several fixes
+    need, each with a different set of others) add it once: the first keeps it."""
+    known: set[str] = set()
+    out: list[Edit] = []
+    for e in edits:
+        if e.end_line != e.start_line - 1 or e.old_text:
+            out.append(e)
+            continue
+        chunks: list[str] = []  # a top-level definition with the blank lines after it
+        for line in e.new_text.splitlines(keepends=True):
+            if not chunks or line.startswith(("def ", "class ")):
+                chunks.append(line)
+            else:
+                chunks[-1] += line
+        definitions = [c for c in chunks if c.startswith(("def ", "class "))]
+        kept = [c for c in chunks if c not in definitions or c.strip() not in known]
+        known.update(c.strip() for c in definitions)
+        if not definitions or any(c in definitions for c in kept):
+            out.append(dataclasses.replace(e, new_text="".join(kept)))
+    return out
+
+
 def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     """Apply non-overlapping whole-line edits given in ORIGINAL line numbers.
 
@@ -161,7 +185,7 @@ def apply_edits(text: str, edits: Iterable[Edit]) -> str:
     else:
         had_final_newline = True
     unique: list[Edit] = []
-    for e in edits:
+    for e in _once_per_definition(edits):
         if e not in unique:
             unique.append(e)
     for e in unique:

@@ -318,7 +318,9 @@ def test_whole_tensor_clamp_keeps_a_0d_condition():
     new = _fixed(text)
     assert "torch.isinf(h).any() | torch.isnan(h).any()" in new
     assert "torch.where(torch.isinf(h) |" not in new  # never element-wise
-    assert "if h.dtype == torch.float16:" in new  # the static conjunct stays a Python if
+    # the static conjunct stays a Python if, with the layout guard; the original `if` is its elif
+    assert "if h.dtype == torch.float16 and _graphmend_strided(h):" in new
+    assert "elif h.dtype == torch.float16 and (torch.isinf(h).any() or torch.isnan(h).any()):" in new
     before, after = _load(text), _load(new)
     big = torch.full((2, 3), 60000.0, dtype=torch.float16)
     with_inf = big.clone()
@@ -343,7 +345,10 @@ def test_elif_chain_to_nested_selects_numerically_equal():
     new = _fixed(text)
     body = new.split("def f")[1]
     # x * 3 and x - 1 are alike only if x is not a bool tensor: the checked select is used
-    assert body.count("_graphmend_select(") == 2 and "if " not in body
+    # (on ordinary strided tensors; the original chain follows as the guard's elif)
+    assert ("    if _graphmend_strided(x):\n"
+            "        y = _graphmend_select(x.max() > 2, x * 3, _graphmend_select(x.max() > 1, x * 2, x - 1))\n"
+            "    elif x.max() > 2:\n") in body
     before, after = _load(text), _load(new)
     for scale in (0.5, 1.5, 2.5):
         x = torch.rand(4) * 0 + scale

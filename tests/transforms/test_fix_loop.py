@@ -85,7 +85,7 @@ def test_diff_mode_writes_nothing(repo, monkeypatch):
                           TargetResult("t", graph_count=1, break_count=0)])
     report = apply_fixes(load_config(repo), write=False)
     assert (repo / "src/m.py").read_text() == MODEL
-    assert report.changes and not report.changes[0].written and "+    x = torch.where(" in report.changes[0].diff
+    assert report.changes and not report.changes[0].written and "+        x = torch.where(" in report.changes[0].diff
 
 
 def test_round_with_fewer_breaks_but_more_graphs_is_rolled_back(repo, monkeypatch, verified):

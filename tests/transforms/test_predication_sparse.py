@@ -1,8 +1,10 @@
 """Sparse (non-strided) tensors at a rewritten GM101/GM402 site: the same program, or declined.
 
-``torch.where`` has no sparse kernel, and ``if t:`` on a sparse one-element tensor is decided by
-``bool()`` (a CSR one raises). The helpers the rewrites call are static under Dynamo and choose
-exactly as the original ``if`` did when the condition or a value is not strided. Every case runs
+``torch.where`` has no sparse kernel, ``x - 1`` has none for sparse COO, and ``if t:`` on a sparse
+one-element tensor is decided by ``bool()`` (a CSR one raises). The rewrite selects only under
+``_graphmend_strided(...)`` (static under Dynamo) and keeps the original ``if`` as its ``elif``
+for every tensor that is not an ordinary strided one; the helpers it calls still choose exactly as
+the original did where a condition or a value is not strided. Every case runs
 the original and the rewritten module eagerly and compiled (backends ``eager`` and ``aot_eager``)
 on COO and CSR inputs, and compares values, layouts, identity, gradients and exceptions.
 """
@@ -123,9 +125,8 @@ def test_sparse_gradients_are_the_originals():
         assert torch.equal(grads[0], grads[1]), sign
 
 
-@pytest.mark.xfail(strict=True, reason="not yet covered (documented in the rules' Fix safety): both values are computed, "
-                   "and `x - 1` has no sparse kernel")
 def test_an_operation_without_a_sparse_kernel_in_the_value_not_taken():
+    # `x - 1` has no sparse COO kernel: where the original took `x * 2`, the select must not compute it
     text, result = _fix("""
     def f(x, gate):
         if gate.sum() > 0:

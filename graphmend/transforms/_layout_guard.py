@@ -1,0 +1,187 @@
+"""The layout guard of a predicated site (GM101, GM402): ``torch.where`` only on ordinary tensors.
+
+``torch.where(c, a, b)`` computes both values. The rules prove that computing the value not
+taken cannot raise or write anything, but only for ordinary (strided, dense, not quantized, not
+meta) tensors. A sparse tensor (COO, CSR, BSR …), an mkldnn, nested, quantized or meta one has
+kernels for far fewer operations: ``x - 1`` or ``x.clamp(...)`` on sparse COO raise, and
+``torch.where`` itself has no sparse kernel. There the value not taken may raise where the
+original never computed it. So the rewrite keeps the original statement and runs it whenever
+a tensor the site reads is not an ordinary one::
+
+    if _graphmend_strided(x, gate):
+        y = torch.where(gate.sum() > 0, x * 2, x - 1)
+    elif gate.sum() > 0:
+        y = x * 2
+    else:
+        y = x - 1
+
+(a conditional expression gets ``select(...) if _graphmend_strided(x) else <the original>``).
+The check is static under Dynamo: a tensor's layout, device, quantization and nestedness are
+part of what its tensor guards already check (the dispatch keys), so on ordinary inputs the
+guard folds away: no graph break, no extra graph, no recompilation. Dynamo does not trace sparse
+or quantized tensors at all (a frame that receives one runs eagerly), so under torch.compile
+they too run the original statement, exactly as before the rewrite. Not covered: an mkldnn
+tensor under torch.compile, which Dynamo traces as if it were strided (its layout and
+``is_mkldnn`` read as a strided tensor's there), so no check in the program can tell it apart.
+
+The operands are what the site reads: the local names certainly bound before it (parameters,
+earlier assignments), free names that are not imports, functions or classes, and attribute
+chains (``self.weight``) without the metadata and method at their end (``h.dtype`` checks ``h``,
+``x.clamp(...)`` checks ``x``). Lists, tuples and dicts among them are looked into.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Callable, Iterable, Optional
+
+import libcst as cst
+
+from graphmend.transforms import _analysis as A
+
+HELPER = "_graphmend_strided"
+
+# Attributes that describe a tensor (or read a view of it) rather than hold another object: the
+# guard checks the tensor they are read from.
+_TENSOR_ATTRS = frozenset("""
+dtype shape device ndim layout is_cuda is_sparse is_quantized is_nested is_meta is_mkldnn
+requires_grad grad grad_fn training T mT H mH real imag data itemsize nbytes
+""".split())
+
+
+def helper_code(torch_name: str) -> str:
+    """The module-level helper ``HELPER``, for a module that imports torch as ``torch_name``."""
+    return f'''def {HELPER}(*values):
+    """Whether every tensor among `values` (and in the lists, tuples and dicts among them) is an
+    ordinary strided one, the kind the torch.where form beside it is proven for.
+
+    A sparse, mkldnn, nested, quantized or meta tensor runs the original `if` instead:
+    computing the value not taken may raise there (`x - 1` has no sparse COO kernel), and
+    torch.where has no sparse kernel. Static under Dynamo (no graph break).
+    """
+    pending = list(values)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (list, tuple)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, {torch_name}.Tensor) and (
+            value.layout != {torch_name}.strided
+            or value.is_nested
+            or value.is_quantized
+            or value.device.type == "meta"
+        ):
+            return False
+    return True
+'''
+
+
+def module_level_names(module: cst.Module) -> set[str]:
+    """Names a module binds by ``import``, ``def`` or ``class``: never a tensor to check."""
+    out: set[str] = set()
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            out.add(stmt.name.value)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                            out.add(alias.asname.name.value)
+                        else:
+                            out.add(A.dotted(alias.name).split(".")[0])
+    return out
+
+
+def operands(nodes: Iterable[Optional[cst.CSTNode]], local: set[str], bound: Callable[[str], bool],
+             excluded: set[str]) -> list[str]:
+    """The expressions (source text, in order of first appearance) whose values the guard checks.
+
+    ``local``: the function's own names (parameters and assigned names); a local one is read only
+    when ``bound`` says it is certainly bound before the site (a name the site itself assigns
+    first, a hoisted setup, is computed from the others). ``excluded``: module-level imports,
+    functions and classes, and the torch names.
+    """
+    found: list[str] = []
+
+    def usable(name: str) -> bool:
+        if name in local:
+            return bound(name)
+        return name not in excluded and not hasattr(builtins, name)
+
+    def add(text: str) -> None:
+        if text not in found:
+            found.append(text)
+
+    def chain(node: cst.Attribute, callee: bool) -> None:
+        attrs: list[str] = []
+        cur: cst.BaseExpression = node
+        while isinstance(cur, cst.Attribute):
+            attrs.append(cur.attr.value)
+            cur = cur.value
+        attrs.reverse()
+        if not isinstance(cur, cst.Name):
+            walk(cur)  # `(x + 1).T`, `torch.finfo(h.dtype).max`: what the inner value reads
+            return
+        if callee:
+            attrs = attrs[:-1]  # `x.clamp(...)`: the receiver
+        keep = next((i for i, a in enumerate(attrs) if a in _TENSOR_ATTRS), len(attrs))
+        if usable(cur.value):
+            add(".".join([cur.value, *attrs[:keep]]))
+
+    def walk(node: Optional[cst.CSTNode]) -> None:
+        if node is None:
+            return
+        if isinstance(node, cst.Name):
+            if usable(node.value):
+                add(node.value)
+            return
+        if isinstance(node, cst.Attribute):
+            chain(node, callee=False)
+            return
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute):
+                chain(node.func, callee=True)
+            else:
+                walk(node.func)
+            for arg in node.args:
+                walk(arg.value)
+            return
+        if isinstance(node, cst.Arg):
+            walk(node.value)  # a keyword's name is not a read
+            return
+        if isinstance(node, (cst.AssignTarget,)):
+            target = node.target
+            if not isinstance(target, cst.Name):  # `self.h[i] = ...` reads self.h
+                walk(target)
+            return
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                walk(target)
+            walk(node.value)
+            return
+        if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            if not isinstance(node.target, cst.Name) or isinstance(node, cst.AugAssign):
+                walk(node.target)
+            walk(node.value)
+            return
+        if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            return  # a scope of its own; the rules decline these in a predicated arm anyway
+        for child in node.children:
+            walk(child)
+
+    for node in nodes:
+        walk(node)
+    return found
+
+
+def call(operand_texts: list[str]) -> str:
+    return f"{HELPER}({', '.join(operand_texts)})"
+
+
+def is_guard(test: cst.BaseExpression) -> bool:
+    """Whether a test is (or ends with) a call of ``HELPER``: the head of an earlier fix."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return is_guard(test.right)
+    return isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == HELPER
