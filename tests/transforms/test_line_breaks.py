@@ -91,7 +91,8 @@ def test_fix_and_its_suggestions_edit_python_s_lines_and_keep_the_rest(char):
     for e in edits:  # every range is Python's: what it replaces is what stands there
         assert "".join(lines[e.start_line - 1 : e.end_line]) == e.old_text
     gm101 = next(f for f in result.applied if f.rule == "GM101")
-    assert [(e.start_line, e.end_line) for e in gm101.edits if e.old_text] == [(IF_LINE, IF_LINE + 3)]
+    # the layout guard takes the `if` line; the original `if` stays below it as the `elif`
+    assert [(e.start_line, e.end_line) for e in gm101.edits if e.old_text] == [(IF_LINE, IF_LINE)]
     assert python_line(text, IF_LINE).startswith("        if h.sum() > 0:")
     # equal except for the edits: the odd line is untouched, and the bot's line edits agree
     assert f'        s = "a{char}b"  # a note{char}that goes on\n' in result.text
@@ -107,7 +108,9 @@ def test_fix_and_its_suggestions_edit_python_s_lines_and_keep_the_rest(char):
     [delivery] = plan_deliveries([(finding, fix)], PullDiff((parse_patch("m.py", patch, "added"),)), lambda _: lines).values()
     assert delivery.kind == SUGGESTION
     block = next(b for b in delivery.blocks if b.start == IF_LINE)
-    assert (block.end, block.text) == (IF_LINE + 3, "        h = _graphmend_select(h.sum() > 0, h * 2, h - 1)\n")
+    assert (block.end, block.text) == (IF_LINE, "        if _graphmend_strided(h):\n"
+                                                "            h = _graphmend_select(h.sum() > 0, h * 2, h - 1)\n"
+                                                "        elif h.sum() > 0:\n")
 
 
 def gm101_edits(fix) -> list[BotEdit]:
