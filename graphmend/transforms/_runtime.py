@@ -211,15 +211,32 @@ def _graphmend_stale():
     )
 
 
+_graphmend_hook_dicts = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+def _graphmend_hooked(module):
+    # Whether a module hook may run Python code inside the compiled call of ``module``: one on it
+    # or under it, or a global one (register_module_forward_hook & co.), registered in any file.
+    # Dynamo traces hooks into the graph, where a write they make before a lowered check is lost
+    # when the check fails; the fix cannot see them, so the check keeps its Python form.
+    registry = _graphmend_torch.nn.modules.module
+    if any(getattr(registry, "_global" + name, None) for name in _graphmend_hook_dicts):
+        return True
+    return isinstance(module, _graphmend_torch.nn.Module) and any(
+        getattr(sub, name, None) for sub in module.modules() for name in _graphmend_hook_dicts)
+
+
 def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None):
     """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion, but
     only under one of ``entries``: the compiled entries (``module.Class`` or ``module.function``)
     under which the fix proved that nothing in the graph writes state before the check or catches
     its exception. Under any other entry (a class of another file, a subclass, none given) the
-    check runs as written."""
+    check runs as written, and so it does while a module hook may run in the graph
+    (:func:`_graphmend_hooked`)."""
     if not _graphmend_torch.compiler.is_compiling():
         return condition
     if not _graphmend_bounded() or getattr(_graphmend_runtime, "entry", None) not in (entries or ()) \
+            or getattr(_graphmend_runtime, "hooked", True) \
             or not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
                     and condition.device.type == "cpu"
                     and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
@@ -281,6 +298,7 @@ def _graphmend_boundary(function, name=None, method=False):
             # subclass from another file that inherits this forward is not the class proven here).
             own = args[0] if method and args and isinstance(args[0], _graphmend_torch.nn.Module) else None
             runtime.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
+            runtime.hooked = _graphmend_hooked(own)
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
