@@ -219,11 +219,22 @@ def _graphmend_hooked(module):
     # or under it, or a global one (register_module_forward_hook & co.), registered in any file.
     # Dynamo traces hooks into the graph, where a write they make before a lowered check is lost
     # when the check fails; the fix cannot see them, so the check keeps its Python form.
+    # Run on every call of the outermost boundary: a flat walk of the module dicts (modules() is
+    # a generator per level, several times slower on deep trees).
     registry = _graphmend_torch.nn.modules.module
     if any(getattr(registry, "_global" + name, None) for name in _graphmend_hook_dicts):
         return True
-    return isinstance(module, _graphmend_torch.nn.Module) and any(
-        getattr(sub, name, None) for sub in module.modules() for name in _graphmend_hook_dicts)
+    todo, seen = [module] if isinstance(module, _graphmend_torch.nn.Module) else [], set()
+    while todo:
+        sub = todo.pop()
+        if sub is None or id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        state = sub.__dict__
+        if any(state.get(name) for name in _graphmend_hook_dicts):
+            return True
+        todo.extend(state.get("_modules", {}).values())
+    return False
 
 
 def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None):
