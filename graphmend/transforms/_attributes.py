@@ -138,6 +138,7 @@ class Attributes:
         self.origins = origins(source.module)
         self._descriptors: Optional[dict[str, cst.CSTNode]] = None
         self._getters: dict[str, Optional[list[cst.FunctionDef]]] = {}
+        self._foreign: dict[str, list[tuple[str, Optional[frozenset[str]]]]] = {}
 
     # -- this file ----------------------------------------------------------------------------
 
@@ -185,6 +186,9 @@ class Attributes:
                     elif not (len(shown) == 1 and shown[0] in (f"{name}.setter", f"{name}.deleter")):
                         return None
                 small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+                if isinstance(small, cst.AnnAssign) and small.value is not None and not _plain_value(small.value, self.defined) \
+                        and name in {n.value for n in iter_nodes(small.target, (cst.Name,))}:
+                    return None
                 if isinstance(small, cst.Assign) and any(name in {n.value for n in iter_nodes(t.target, (cst.Name,))}
                                                          for t in small.targets):
                     if _plain_value(small.value, self.defined):
@@ -278,7 +282,9 @@ class Attributes:
     def foreign(self, cls: str) -> list[tuple[str, Optional[frozenset[str]]]]:
         """The bases of ``cls``'s family defined elsewhere that are not plain torch modules:
         (as written, the names of a vetted one that run code when read, or None: unknown)."""
-        found = []
+        if cls in self._foreign:
+            return self._foreign[cls]
+        found = self._foreign[cls] = []
         for c in sorted(self.family(cls)):
             for b in self._bases(c):
                 shown = dotted(b.value)

@@ -220,3 +220,25 @@ def test_reads_by_name_and_other_descriptors_decline_with_a_reason(text, reason)
     fixed, result = _fixed(text)
     assert "entries=" not in fixed and not [f for f in result.applied if f.rule == "GM301"]
     assert any(reason in d.reason for d in result.declined if d.rule == "GM301"), [d.reason for d in result.declined]
+
+
+@pytest.mark.parametrize("statement", [
+    'self.__dict__.update(calls=1)', 'vars(self).update(calls=1)', 'setattr(self, "calls", 1)',
+    'object.__setattr__(self, "calls", 1)', 'self.__dict__["calls"] = 1', 'vars(self)["calls"] = 1',
+    'self.__dict__.pop("calls")', 'torch.nn.Module.__setattr__(self, "calls", 1)',
+])
+def test_writes_through_the_instance_dict_decline(statement):
+    text = HEAD + "    def forward(self, x):\n        " + statement + "\n" + CHECK
+    fixed, result = _fixed(text)
+    assert "entries=" not in fixed
+    assert any("line 10" in d.reason for d in result.declined if d.rule == "GM301"), [d.reason for d in result.declined]
+
+
+ANNOTATED = HEAD + (
+    "    def _scale(self):\n        self.calls += 1\n        return 2.0\n\n    scale: float = property(_scale)\n\n"
+    "    def forward(self, x):\n        x = x * self.scale\n" + CHECK)
+
+
+def test_an_annotated_descriptor_is_not_taken_for_a_plain_value():
+    fixed, result = _fixed(ANNOTATED)
+    assert "entries=" not in fixed, "an annotated property() is a descriptor"
