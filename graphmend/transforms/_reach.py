@@ -25,6 +25,13 @@ A call is resolved or judged: a function or method of this file is followed; tor
 form counts: a record is a graph side effect); anything else — a method inherited from another
 file, a submodule of unknown type, a callee this module cannot name — **may write**.
 
+An attribute read is judged too (``_attributes``): a plain ``property`` of this file runs its
+getter, followed as a call; another descriptor, a name computed at run time, or ``self.name``
+that a base of another file (not vetted) may define as a property **may write**. A hook
+registered in this file blocks it; one registered elsewhere is the runtime's to find: the
+outermost boundary looks for hooks under the entry on every call (``_graphmend_hooked``) and
+keeps the check in Python while there is one.
+
 A caller that cannot be enumerated (the function or method passed around as a value) blocks
 every entry. A call into the chain inside a ``try`` with handlers blocks the entries through it
 (under compile the handler would not see the original exception).
@@ -40,6 +47,7 @@ import builtins
 import libcst as cst
 
 from graphmend.transforms._analysis import FRESH, PURE_METHODS, torch_names_of
+from graphmend.transforms._attributes import Attributes
 from graphmend.transforms._effects import CONTAINER_METHODS, NON_WRITING_BUILTINS, NON_WRITING_MODULES, Modules, call_writes, code, dotted
 from graphmend.transforms.base import SourceFile, iter_nodes
 
@@ -58,7 +66,8 @@ STATELESS_MODULES = frozenset(m for m in NON_WRITING_MODULES if not m.startswith
 LOG_LEVELS = frozenset("debug info warning warn error exception critical fatal log warning_once info_once".split())
 LOST = ("may write state in the same compiled graph before the check; a graph that raises loses that write "
         "(Dynamo applies it when the graph returns)")
-WRITES = (cst.AugAssign, cst.AssignTarget, cst.Call, cst.Del, cst.Global, cst.Nonlocal)
+# The nodes that may write state or run code that does: an attribute read may run a getter.
+WRITES = (cst.AugAssign, cst.AssignTarget, cst.Call, cst.Del, cst.Global, cst.Nonlocal, cst.Attribute)
 
 
 @dataclass
@@ -91,6 +100,7 @@ class _Program:
                 self.owner[id(f)] = name
         self._memo: dict[int, Optional[str]] = {}
         self.defined = frozenset(self.functions) | frozenset(self.classes)
+        self.attributes = Attributes(source, self.classes, self.defined)
 
     # -- classes ------------------------------------------------------------------------------
 
@@ -154,10 +164,11 @@ class _Program:
                 targets.append(f)
         return targets, unknown
 
-    def submodule(self, cls: str, attr: str) -> Optional[tuple[str, ...]]:
+    def submodule(self, cls: str, attr: str, called: bool = True) -> Optional[tuple[str, ...]]:
         """The types ``self.attr`` is built from in the methods of ``cls`` and its bases here:
         class names of this file, or ``""`` for a stateless torch module; None if any
-        assignment is something else (or there is none)."""
+        assignment is something else (or there is none), or (``called``) if a class's own
+        ``__call__`` or one of a base of another file may run around its forward."""
         found: list[str] = []
         classes = {c for c in self.classes if c in self._ancestors(cls)}
         for c in classes:
@@ -169,8 +180,9 @@ class _Program:
                     value = node.value
                     callee = dotted(value.func) if isinstance(value, cst.Call) else ""
                     leaf = callee.split(".")[-1]
-                    if callee in self.classes and self.resolve(callee, "__call__") is not None:
-                        return None  # its own __call__ runs around forward: not followed
+                    if called and callee in self.classes and (self.resolve(callee, "__call__") is not None
+                                                              or self.attributes.foreign_call(callee) is not None):
+                        return None  # its own __call__ (or one of another file's base) runs around forward
                     if callee in self.classes:
                         found.append(callee)
                     elif leaf in STATELESS_MODULES and callee.split(".")[0] in ("nn", "torch") \
@@ -195,6 +207,12 @@ class _Program:
     def callees(self, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
         """The functions of this file ``call`` runs, and why it may write state besides ('' if not)."""
         func = call.func
+        names = self.attributes.named(call)
+        if names is not None:  # getattr(obj, "name") reads obj.name: a getter may run
+            receiver = call.args[0].value if dotted(call.func) in ("getattr", "hasattr") else None
+            getters, why = self.reads(names, receiver, owner)
+            if why or getters:
+                return getters, f"`{code(call)}` {why}" if why else ""
         if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "_graphmend_deferred":
             return [], f"the deferred call `{code(func.args[0].value) if func.args else '?'}(...)` (a record in the graph)"
         if isinstance(func, cst.Name):
@@ -247,6 +265,8 @@ class _Program:
         """What one node runs (functions of this file) and why it may write state by itself."""
         if isinstance(node, cst.Call):
             return self.callees(node, self.owner.get(id(fn)))
+        if isinstance(node, cst.Attribute):
+            return self.attribute_read(node, self.owner.get(id(fn)))
         if isinstance(node, (cst.Global, cst.Nonlocal)):
             return [], f"`{code(node)}` rebinds a name outside the function"
         if isinstance(node, cst.Del):
@@ -260,6 +280,38 @@ class _Program:
         if isinstance(node, cst.AugAssign) and isinstance(target, cst.Name) and not _fresh_local(fn, target.value, self.t):
             return [], f"`{code(node)}` may update a tensor it was given in place"
         return [], ""
+
+    def attribute_read(self, node: cst.Attribute, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
+        """What reading ``node`` may run: the property getters of this file to follow, and why it
+        may run code that is not followed ('' if not). A call's callee and a store are judged as
+        such."""
+        parent = self.source.parent(node)
+        if (isinstance(parent, cst.Call) and parent.func is node) or isinstance(parent, (cst.AssignTarget, cst.AugAssign)):
+            return [], ""
+        getters, why = self.reads([node.attr.value], node.value, owner)
+        return getters, f"`{code(node)}` {why}" if why else ""
+
+    def reads(self, names: list[Optional[str]], receiver: Optional[cst.BaseExpression],
+              owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
+        """Reading ``names`` (None: computed at run time) of ``receiver``: the getters of this file
+        it may run, and why it may run code that is not followed — a descriptor of this file that
+        is not a plain property, or, on ``self`` or a submodule of this file, a base of another file."""
+        getters: list[cst.FunctionDef] = []
+        kinds: tuple[str, ...] = ()
+        if owner is not None and receiver is not None and dotted(receiver) == "self":
+            kinds = (owner,)
+        elif owner is not None and isinstance(receiver, cst.Attribute) and dotted(receiver.value) == "self":
+            kinds = tuple(k for k in self.submodule(owner, receiver.attr.value, called=False) or () if k)
+        for name in names:
+            found, why = self.attributes.here(name)
+            if why:
+                return [], why
+            getters.extend(found)
+            for kind in kinds:
+                why = self.attributes.read(kind, name)
+                if why:
+                    return [], why
+        return getters, ""
 
     def body_writes(self, fn: cst.FunctionDef, stack: tuple[int, ...] = ()) -> Optional[str]:
         """Why running ``fn`` whole may write state (its callees of this file included), or None."""
@@ -377,7 +429,7 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
     fn = enclosing_function(source, site)
     if fn is None:
         return Before(blocked="the check runs at module level, outside any compiled region")
-    unseen = _unfollowed_code(source)
+    unseen = _unfollowed_code(program)
     if unseen:
         return Before(blocked=unseen)
     forwards = set(module_classes_with_forward(source))
@@ -428,7 +480,8 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
 
 HOOKS = ("register_forward_pre_hook", "register_forward_hook", "register_module_forward_pre_hook",
          "register_module_forward_hook", "register_full_backward_pre_hook", "register_module_full_backward_hook")
-HARMLESS_DECORATORS = ("staticmethod", "classmethod")
+# (``property``: its getter runs when the attribute is read, followed as such, and nothing around it)
+HARMLESS_DECORATORS = ("staticmethod", "classmethod", "property")
 # Decorators of transformers that only set the function's __doc__ and return the function itself
 # (never a wrapper): vetted by name, and only when imported (a definition in the file is read).
 DOC_DECORATORS = ("auto_docstring", "add_start_docstrings", "add_start_docstrings_to_model_forward",
@@ -437,32 +490,27 @@ DOC_DECORATORS = ("auto_docstring", "add_start_docstrings", "add_start_docstring
 
 def decorated(fn: cst.FunctionDef, defined: frozenset[str] = frozenset()) -> Optional[str]:
     """Why ``fn``'s decorators may run code around it (None: none, only ``staticmethod``/
-    ``classmethod``, or a docstring decorator imported from elsewhere — not one of ``defined``)."""
+    ``classmethod``/``property``, or a docstring decorator imported from elsewhere — none of them
+    one of ``defined``)."""
     for d in fn.decorators:
         name = dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
         leaf = name.split(".")[-1]
-        if name not in HARMLESS_DECORATORS and not (leaf in DOC_DECORATORS and leaf not in defined):
+        if (name not in HARMLESS_DECORATORS or name in defined) and not (leaf in DOC_DECORATORS and leaf not in defined):
             return (f"{fn.name.value}() is decorated (`@{code(d.decorator)}`): what the decorator runs around it is "
                     "not followed")
     return None
 
 
-def _unfollowed_code(source: SourceFile) -> Optional[str]:
+def _unfollowed_code(program: _Program) -> Optional[str]:
     """Code of this file that runs inside a compiled region without a call this analysis follows:
-    module hooks (they run around a submodule's forward) and properties (a plain attribute read
-    runs their getter)."""
+    module hooks (they run around a submodule's forward; hooks registered elsewhere are the
+    runtime's to find) and descriptors (a plain attribute read runs their getter: ``_attributes``)."""
+    source = program.source
     for node in iter_nodes(source.module, (cst.Call,)):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in HOOKS:
             return (f"`{code(node.func)}(...)` at line {source.line(node)} registers a hook, which runs in the graph "
                     "around a module's forward and is not followed")
-    read = {n.attr.value for n in iter_nodes(source.module, (cst.Attribute,))}
-    for fn in iter_nodes(source.module, (cst.FunctionDef,)):
-        for d in fn.decorators:
-            name = dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
-            if name.split(".")[-1] in ("property", "cached_property", "setter", "getter") and fn.name.value in read:
-                return (f"{fn.name.value} at line {source.line(fn)} is a property read in this file: reading it runs "
-                        "code that is not followed")
-    return None
+    return program.attributes.unfollowed()
 
 
 def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tuple[list[tuple[cst.FunctionDef, cst.Call]], str]:

@@ -237,15 +237,43 @@ def _graphmend_stale():
     )
 
 
+_graphmend_hook_dicts = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+def _graphmend_hooked(arguments):
+    # Whether a module hook may run Python code inside a compiled call with ``arguments``: one on
+    # a module among them (``self`` for a forward) or under it, or a global one (register_module_forward_hook & co.), registered in any file.
+    # Dynamo traces hooks into the graph, where a write they make before a lowered check is lost
+    # when the check fails; the fix cannot see them, so the check keeps its Python form.
+    # Run on every call of the outermost boundary: a flat walk of the module dicts (modules() is
+    # a generator per level, several times slower on deep trees).
+    registry = _graphmend_torch.nn.modules.module
+    if any(getattr(registry, "_global" + name, None) for name in _graphmend_hook_dicts):
+        return True
+    todo, seen = [a for a in arguments if isinstance(a, _graphmend_torch.nn.Module)], set()
+    while todo:
+        sub = todo.pop()
+        if sub is None or id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        state = sub.__dict__
+        if any(state.get(name) for name in _graphmend_hook_dicts):
+            return True
+        todo.extend(state.get("_modules", {}).values())
+    return False
+
+
 def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None):
     """``condition`` itself in eager mode; under torch.compile on CPU, an in-graph assertion, but
     only under one of ``entries``: the compiled entries (``module.Class`` or ``module.function``)
     under which the fix proved that nothing in the graph writes state before the check or catches
     its exception. Under any other entry (a class of another file, a subclass, none given) the
-    check runs as written."""
+    check runs as written, and so it does while a module hook may run in the graph
+    (:func:`_graphmend_hooked`)."""
     if not _graphmend_torch.compiler.is_compiling():
         return condition
     if not _graphmend_bounded() or _graphmend_entry() not in (entries or ()) \
+            or getattr(_graphmend_runtime.region, "hooked", True) \
             or not (isinstance(condition, _graphmend_torch.Tensor) and condition.numel() == 1
                     and condition.device.type == "cpu"
                     and getattr(_graphmend_builtins, exc_type.__name__, None) is exc_type):
@@ -324,10 +352,13 @@ def _graphmend_boundary(function, name=None, method=False):
         # inherits this forward is not the class proven here).
         own = args[0] if method and args and isinstance(args[0], _graphmend_torch.nn.Module) else None
         region.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
+        hooked = getattr(region, "hooked", True)
+        if region.bounded:  # a module hook may run in the region it starts: no check is lowered there
+            region.hooked = _graphmend_hooked(args)
         try:
             result = function(*args, **kwargs)
         except BaseException as error:
-            region.depth, region.bounded, region.entry = depth, bounded, entry
+            region.depth, region.bounded, region.entry, region.hooked = depth, bounded, entry, hooked
             # Graphs that returned before the failure applied their records: show them
             # before the exception propagates, as the original printed before raising.
             if region.head is not region.root:
@@ -336,7 +367,7 @@ def _graphmend_boundary(function, name=None, method=False):
             if restored is None:
                 raise
         else:
-            region.depth, region.bounded, region.entry = depth, bounded, entry
+            region.depth, region.bounded, region.entry, region.hooked = depth, bounded, entry, hooked
             if region.head is not region.root:
                 _graphmend_flush()
             return result

@@ -159,7 +159,10 @@ class AssertOnScalarRead(Transform):
             "that may run earlier in the same graph: in the function before the check, in the methods and "
             "helpers it calls first, in the callers before their call (a failing graph loses it; a call this "
             "analysis cannot resolve counts as a write; methods that never run on the way, such as "
-            "`_init_weights`, do not)."
+            "`_init_weights`, do not; an attribute read counts too: a property getter of this file is "
+            "followed, any other descriptor, an attribute named at run time, or `self.x` that a base class "
+            "of another file may define as a property count as writes). While a module hook is registered "
+            "on the entry's modules (or globally, by any file) the runtime keeps the check as written."
         ),
         "References": (
             "DESIGN.md, *Trap lowering*; GM301 (the same runtime); Dynamo graph-break registry GB0124; "

@@ -91,8 +91,12 @@ class RaiseOnTensorCondition(Transform):
             "non-builtin exception class, a body that does more than raise, `raise ... from ...`, a check "
             "inside a `try` that has handlers, `and`/`or` in the condition, `torch.equal`/`.item()` "
             "conditions (Python values, not tensors), state that may be written earlier in the same graph (on "
-            "the way from an entry's `forward` to the check; a failing graph loses it). In a module-level "
-            "helper the check names the entries it may be lowered under (`entries=(...)`)."
+            "the way from an entry's `forward` to the check; a failing graph loses it; a property getter of "
+            "this file is followed, and any other descriptor, an attribute named at run time, or `self.x` "
+            "that a base class of another file may define as a property counts as a write). In a "
+            "module-level helper the check names the entries it may be lowered under (`entries=(...)`). "
+            "While a module hook is registered on the entry's modules (or globally, by any file) the "
+            "runtime keeps the check as written."
         ),
         "References": (
             "DESIGN.md, *Trap lowering*; https://pytorch.org/docs/stable/generated/torch._assert_async.html; "

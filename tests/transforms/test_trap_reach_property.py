@@ -116,9 +116,6 @@ def _run(folder):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# Known hole (strict: it fails loudly once fixed): only `@property` functions of this file read as
-# `.name` stop the reachability proof; getattr with a string, property() and inherited properties do not.
-@pytest.mark.xfail(strict=True, reason="property reads the reachability walk does not recognise")
 @pytest.mark.parametrize("files", [{"lib.py": LIB}, {"lib.py": LIB_PROPERTY_CALL},
                                    {"lib.py": LIB_INHERITED, "base.py": BASE}],
                          ids=["getattr-with-a-string", "property-called", "inherited-from-another-file"])
