@@ -238,6 +238,7 @@ def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContex
     except SourceError as exc:
         return FileResult(rel, "", "", error=str(exc))
     lines = route_breaks(breaks, rules)
+    ctx = dataclasses.replace(ctx, root=str(root), stacks=tuple((b.line, b.stack) for b in breaks if b.stack))
     result = fix_text(rel, text, ctx, rules, lines)
     # A skip whose own break is fixed here goes away with it: it makes nothing else moot.
     moot = _eager_anyway(rel, text, breaks, context, fixed={f.line for f in result.applied})
