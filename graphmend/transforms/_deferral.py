@@ -29,8 +29,8 @@ stacks of its breaks name and whose code after the call was read (``_deferral_en
 ``entries=(__name__.rsplit('.', 2)[0] + '.models.x.modeling_x.XModel',)``. Without ``entries=``
 a call records only under an entry of its own file. Output that stays immediate makes a site
 ``unsafe`` (it would come out before the deferred output although it ran after it): an output
-call that cannot be deferred, a helper of this file that prints, or a method of ``self`` that
-another file defines.
+call that cannot be deferred, a helper of this file that prints, or (dynamic mode) a call that
+ran into an output break of another file when the target ran.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class DeferredCallRule(Transform):
         if raises:
             safety = Safety.UNSAFE
             notes += f" Unsafe: {raises}."
-        immediate = _immediate_output(source, call, func)
+        immediate = _immediate_output(source, call, func, ctx.reached)
         if immediate:
             safety = Safety.UNSAFE
             notes += (f" Unsafe: {immediate} in the same function stays immediate, so under compile it may "
@@ -205,29 +205,20 @@ OUTPUT_NAMES = frozenset({"print", "warn", "debug", "info", "warning", "error", 
                           "warning_once", "info_once"})
 
 
-def _immediate_output(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> Optional[str]:
+def _immediate_output(source: SourceFile, call: cst.Call, func: cst.FunctionDef,
+                      reached: tuple[tuple[int, str], ...] = ()) -> Optional[str]:
     """Another output in the same function that stays immediate while the deferred ones wait, so
     under compile it would appear out of order: an output call that cannot be deferred (its
     result is used, or it names a frame of the stack), a direct write to ``sys.stdout`` /
-    ``sys.stderr``, or a call of a helper function of this file that prints without a boundary
-    of its own (its output call is never deferred)."""
-    return _immediate_in(source, func, call, set())
+    ``sys.stderr``, a call of a helper function of this file that prints without a boundary
+    of its own (its output call is never deferred), or (dynamic mode: ``reached``) a call that ran
+    into an output break of another file when the target ran."""
+    return _immediate_in(source, func, call, set(), reached)
 
 
-# torch.nn.Module's own methods: called on self, they run torch's code, which makes no output.
-MODULE_METHODS = frozenset("""
-add_module apply bfloat16 buffers children compile cpu cuda double eval extra_repr float get_buffer get_extra_state
-get_parameter get_submodule half ipu load_state_dict modules mtia named_buffers named_children named_modules
-named_parameters parameters register_backward_hook register_buffer register_forward_hook register_forward_pre_hook
-register_full_backward_hook register_full_backward_pre_hook register_load_state_dict_post_hook
-register_load_state_dict_pre_hook register_module register_parameter register_state_dict_post_hook
-register_state_dict_pre_hook requires_grad_ set_extra_state set_submodule share_memory state_dict to to_empty train
-type xpu zero_grad""".split())
-
-
-def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.Call], seen: set[str]) -> Optional[str]:
+def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.Call], seen: set[str],
+                  reached: tuple[tuple[int, str], ...] = ()) -> Optional[str]:
     helpers = {stmt.name.value: stmt for stmt in source.module.body if isinstance(stmt, cst.FunctionDef)}
-    inherited = _inherited_elsewhere(source, func)
     for other in iter_nodes(func, (cst.Call,)):
         if other is call:
             continue
@@ -235,14 +226,15 @@ def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.
         where = f"at line {source.line(other)}"
         if dotted(callee).split(".")[-2:] in (["stdout", "write"], ["stderr", "write"]):
             return f"`{_short(source.code(callee))}(...)` {where}"
-        if isinstance(callee, cst.Attribute) and dotted(callee.value) == "self" and inherited(callee.attr.value):
-            # Its output is not deferred by this file's fix: it would come out before this file's
-            # deferred output although it ran after it.
-            return f"`self.{callee.attr.value}(...)` {where} (a method another file defines, whose output is not deferred here)"
+        elsewhere = next((out for line, out in reached if line == B.call_line(source, other)), None)
+        if elsewhere is not None:
+            # An output of another file this call ran into when the target ran: it stays
+            # immediate, so it would come out before this file's deferred output.
+            return f"`{_short(source.code(callee))}(...)` {where} (it reached the output at {elsewhere}, which is not deferred)"
         if isinstance(callee, cst.Name) and callee.value in helpers and callee.value not in seen:
             helper = helpers[callee.value]
             seen.add(callee.value)
-            inner = _immediate_in(source, helper, None, seen)
+            inner = _immediate_in(source, helper, None, seen, reached)
             if inner is None and any(_is_output(c) and not B.plan(source, c).proven for c in iter_nodes(helper, (cst.Call,))):
                 inner = "an output call with no boundary to defer it to"
             if inner:
@@ -255,27 +247,6 @@ def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.
         if used or stack:
             return f"`{_short(source.code(callee))}(...)` {where}"
     return None
-
-
-def _inherited_elsewhere(source: SourceFile, func: cst.FunctionDef):
-    """For the method ``func``: a test whether ``self.name(...)`` runs a method that no class of
-    this file defines (one inherited from another file), not a submodule nor torch's own."""
-    from graphmend.transforms._reach import _Program, _self_attrs
-
-    program = _Program(source)
-    owner = program.owner.get(id(func))
-    if owner is None:
-        return lambda name: False
-    related = program._ancestors(owner) | program.subclasses(owner)
-    attrs = set().union(*(_self_attrs(program.classes[c]) for c in related))
-
-    def test(name: str) -> bool:
-        if name in MODULE_METHODS or name in attrs:
-            return False
-        targets, unknown = program.dispatch(owner, name)
-        return not targets and unknown
-
-    return test
 
 
 def _is_output(call: cst.Call) -> bool:

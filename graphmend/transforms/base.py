@@ -118,6 +118,9 @@ class RuleContext:
     # there (outermost first): where a deferred call's boundary may be in another file.
     root: Optional[str] = None
     stacks: tuple[tuple[int, tuple[Frame, ...]], ...] = ()
+    # Dynamic mode: lines of this file whose call reached an output break of ANOTHER file (a print,
+    # a log, a warning there), and that break's location: output that stays immediate.
+    reached: tuple[tuple[int, str], ...] = ()
 
     def selects(self, code: str) -> bool:
         """ruff-style prefix selection: the longest matching prefix wins, ignore wins ties."""

@@ -50,8 +50,13 @@ def fix_package(root: Path, stacks: dict[str, tuple], rounds: int = 2, static: b
     for _ in range(rounds):
         for rel in sorted(stacks):
             text = (root / rel).read_text()
+            # what fix_file gives: the lines of this file whose call ran into another file's output
+            # (still there: that file's call not yet rewritten)
+            reached = tuple(sorted({(f.line, f"{other}:{line}") for other in stacks if other != rel
+                                    for line, frames in stacks[other] for f in frames[:-1] if f.file == rel
+                                    and _output_line((root / other).read_text(), line)}))
             ctx = RuleContext(file=rel, threshold=Safety.SAFE, device="cpu", runtime=locate(root, rel),
-                              root=None if static else str(root), stacks=stacks[rel])
+                              root=None if static else str(root), stacks=stacks[rel], reached=reached)
             lines = {line for line, _ in stacks[rel]}
             result = fix_text(rel, text, ctx, RULES, {r.code: lines for r in RULES})
             applied += result.applied
@@ -59,6 +64,11 @@ def fix_package(root: Path, stacks: dict[str, tuple], rounds: int = 2, static: b
             (root / rel).write_text(result.text)
             write_files(root, files_needed(result.applied))
     return applied, skipped
+
+
+def _output_line(text: str, line: int) -> bool:
+    """Whether the output call at ``line`` still breaks the graph (it is not deferred)."""
+    return "_graphmend_deferred(" not in text.splitlines()[line - 1]
 
 
 def load(root: Path, module: str):
