@@ -358,3 +358,23 @@ def test_outputs_warnings_logs_and_errors_come_out_as_the_original_made_them(cas
         got = run(compiled, x, i)
         assert got == want, ((fixed / "pkg/a.py").read_text(), (fixed / "pkg/b.py").read_text())
         assert run(compiled, x, i) == want, "second call"
+
+
+def test_fix_file_marks_a_call_that_reached_another_files_output_as_immediate(tmp_path):
+    """b.py's print is deferred only if nothing after it prints immediately: here ``self.helper``
+    ran into a.py's warning (a break of the run's other file), so under compile that warning would
+    come out before b.py's deferred print. fix_file gives the rule that from the run's breaks."""
+    from graphmend.fix import fix_file
+    from graphmend.model import Category, GraphBreak
+
+    b = B.replace("        y = self.helper(x) + 1\n", '        print("first")\n        y = self.helper(x) + 1\n')
+    orig, fixed = _package(tmp_path, b=b)
+    printed = GraphBreak(file="pkg/b.py", line=8, reason="print", category=Category.SIDE_EFFECT, rule="GM201",
+                         verified=True, stack=(Frame("pkg/b.py", 8, "forward"),))
+    warned = GraphBreak(file="pkg/a.py", line=11, reason="warn", category=Category.SIDE_EFFECT, rule="GM203",
+                        verified=True, stack=(Frame("pkg/b.py", 9, "forward"), Frame("pkg/a.py", 11, "helper")))
+    ctx = RuleContext(file="pkg/b.py", threshold=Safety.SAFE, device="cpu", runtime=locate(fixed, "pkg/b.py"))
+    alone = fix_file(fixed, "pkg/b.py", [printed], ctx, RULES, context=[printed])
+    assert [f.safety for f in alone.applied] == [Safety.SAFE]
+    result = fix_file(fixed, "pkg/b.py", [printed], ctx, RULES, context=[printed, warned])
+    assert result.applied == () and "it reached the output at pkg/a.py:11" in result.skipped[0].fix.notes
