@@ -12,7 +12,8 @@ one: outputs eager and compiled, printed text, log records, warnings in order).
 
     python benchmarks/cross_file_table.py [--models layoutlmv3,bros,flava]
 
-``tests/test_fix_transformers_cross_file.py`` runs the same pipeline on layoutlmv3.
+``tests/transforms/test_deferral_cross_file.py`` checks the mechanism on generated two-file packages
+(the stacks Dynamo would report given to the rules; original and fixed run eager and compiled).
 """
 
 from __future__ import annotations
