@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import itertools
 import logging
+import re
 import sys
 import tempfile
 import warnings
@@ -75,6 +76,10 @@ def load(root: Path, module: str):
     """``module`` of the tree ``root`` (the original and the fixed tree hold one package name)."""
     for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
         del sys.modules[name]
+    # Dynamo finds the module of an inlined function's globals by its name, through a cache of its
+    # own that outlives torch._dynamo.reset(): a second tree's `pkg.a` would be read as the first's
+    # (the original program's writes to a.py's globals too), so that cache is emptied here.
+    getattr(torch._dynamo.symbolic_convert._import_module, "cache_clear", lambda: None)()
     sys.path.insert(0, str(root))
     try:
         return importlib.import_module(module)
@@ -97,7 +102,10 @@ class Events(logging.Handler):
         pass
 
     def emit(self, record):
-        self.seen.append(("log", record.getMessage(), record.lineno, record.funcName, Path(record.pathname).name))
+        # After a graph break, Dynamo runs the rest of a function as `torch_dynamo_resume_in_<name>_at_<line>`:
+        # the record's function is still `<name>` in the source
+        function = re.sub(r"^torch_dynamo_resume_in_(.+)_at_\d+$", r"\1", record.funcName)
+        self.seen.append(("log", record.getMessage(), record.lineno, function, Path(record.pathname).name))
 
     def warn(self, message, category, filename, lineno, file=None, line=None):
         self.seen.append(("warn", str(message), category.__name__, Path(filename).name, lineno))
