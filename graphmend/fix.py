@@ -239,6 +239,12 @@ def fix_file(root: Path, rel: str, breaks: Sequence[GraphBreak], ctx: RuleContex
     except SourceError as exc:
         return FileResult(rel, "", "", error=str(exc))
     lines = route_breaks(breaks, rules)
+    from graphmend.model import Category
+
+    reached = tuple(sorted({(f.line, f"{b.file}:{b.line}") for b in context if b.category is Category.SIDE_EFFECT
+                            and b.file != rel for f in b.stack[:-1] if f.file == rel}))
+    ctx = dataclasses.replace(ctx, root=str(root), stacks=tuple((b.line, b.stack) for b in breaks if b.stack),
+                              reached=reached)
     result = fix_text(rel, text, ctx, rules, lines)
     # A skip whose own break is fixed here goes away with it: it makes nothing else moot.
     moot = _eager_anyway(rel, text, breaks, context, fixed={f.line for f in result.applied})

@@ -22,6 +22,15 @@ after the call (where only some entries may, the call is recorded under the othe
 ``entries=``); otherwise ``unsafe``, and
 without a boundary the fix is the ``is_compiling()`` guard instead (messages skipped under
 compile, which the notes say).
+
+A call in a file with no such boundary (a mixin's method, a utility) may still be ``safe`` in
+dynamic mode, recorded only under the compiled entries of other files of the package that the
+stacks of its breaks name and whose code after the call was read (``_deferral_entries``):
+``entries=(__name__.rsplit('.', 2)[0] + '.models.x.modeling_x.XModel',)``. Without ``entries=``
+a call records only under an entry of its own file. Output that stays immediate makes a site
+``unsafe`` (it would come out before the deferred output although it ran after it): an output
+call that cannot be deferred, a helper of this file that prints, or (dynamic mode) a call that
+ran into an output break of another file when the target ran.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import libcst as cst
 from graphmend.model import Category, Decline, Fix, Safety, fingerprint
 from graphmend.transforms import _boundary as B
 from graphmend.transforms._analysis import dotted
+from graphmend.transforms._deferral_entries import failure_after, foreign_entries
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 
@@ -85,8 +95,14 @@ class DeferredCallRule(Transform):
         if reason:
             return self.decline(source, call, reason)
         placement = B.plan(source, call)
+        foreign: tuple[str, ...] = ()
         if not placement.proven:
-            return self._guard_fix(call, source, shown, placement)
+            found = foreign_entries(source, call, ctx)
+            if isinstance(found, str):
+                return self._guard_fix(call, source, shown, placement, found)
+            foreign = found
+            placement = B.Placement(True, f"the forward of the compiled entry in another file of the package "
+                                          f"({', '.join(_entry_shown(e) for e in foreign)})")
         line = B.call_line(source, call)
         function = B.code_name(source, call)
         if kind == "call":
@@ -99,6 +115,13 @@ class DeferredCallRule(Transform):
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = B.region_may_raise(source, call)
         faults, entries = B.entry_faults(source, call)
+        if foreign:
+            # Recorded only under the entries of other files whose code was read (and under none
+            # of this file's: no boundary here is proven to run after the call).
+            edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries=({', '.join(foreign)},))"),) \
+                + runtime[0]
+            raises = failure_after(source, call)
+            faults = {}
         if faults and not raises:
             if entries:
                 # Recorded only under the entries where nothing may fail after the call.
@@ -116,13 +139,21 @@ class DeferredCallRule(Transform):
             f"of this module's forwards outside a compiled region raises an error naming the records "
             f"that were never replayed (it never replays them into the wrong call)."
         )
+        if foreign:
+            notes = (
+                f"Eager mode runs {shown}(...) as written. Under torch.compile, when the compiled entry is "
+                f"{placement.where[placement.where.index('(') + 1:-1]} (a module class of another file of the package, "
+                f"which the runtime makes a boundary when it is defined; its code after the call was read and may not "
+                f"fail), it is recorded with its arguments copied and replayed after the compiled call; under any "
+                f"other entry it runs as written."
+            )
         if faults and not raises:
             notes += notes_entries
         safety = Safety.SAFE
         if raises:
             safety = Safety.UNSAFE
             notes += f" Unsafe: {raises}."
-        immediate = _immediate_output(source, call, func)
+        immediate = _immediate_output(source, call, func, ctx.reached)
         if immediate:
             safety = Safety.UNSAFE
             notes += (f" Unsafe: {immediate} in the same function stays immediate, so under compile it may "
@@ -141,9 +172,12 @@ class DeferredCallRule(Transform):
 
     # -- the fallback when no boundary is proven ---------------------------------------------
 
-    def _guard_fix(self, call: cst.Call, source: SourceFile, shown: str, placement: B.Placement) -> Union[Fix, Decline]:
+    def _guard_fix(self, call: cst.Call, source: SourceFile, shown: str, placement: B.Placement,
+                   foreign: str = "") -> Union[Fix, Decline]:
         stmt = source.parent(source.parent(call))
         torch = source.torch_name()
+        why_not = placement.why_not + (f" (a compiled entry in another file is not proven either: {foreign})" if foreign else "")
+        placement = B.Placement(False, placement.where, why_not)
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or torch is None:
             return self.decline(source, call, placement.why_not)
         expr = stmt.body[0]
@@ -171,16 +205,19 @@ OUTPUT_NAMES = frozenset({"print", "warn", "debug", "info", "warning", "error", 
                           "warning_once", "info_once"})
 
 
-def _immediate_output(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> Optional[str]:
+def _immediate_output(source: SourceFile, call: cst.Call, func: cst.FunctionDef,
+                      reached: tuple[tuple[int, str], ...] = ()) -> Optional[str]:
     """Another output in the same function that stays immediate while the deferred ones wait, so
     under compile it would appear out of order: an output call that cannot be deferred (its
     result is used, or it names a frame of the stack), a direct write to ``sys.stdout`` /
-    ``sys.stderr``, or a call of a helper function of this file that prints without a boundary
-    of its own (its output call is never deferred)."""
-    return _immediate_in(source, func, call, set())
+    ``sys.stderr``, a call of a helper function of this file that prints without a boundary
+    of its own (its output call is never deferred), or (dynamic mode: ``reached``) a call that ran
+    into an output break of another file when the target ran."""
+    return _immediate_in(source, func, call, set(), reached)
 
 
-def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.Call], seen: set[str]) -> Optional[str]:
+def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.Call], seen: set[str],
+                  reached: tuple[tuple[int, str], ...] = ()) -> Optional[str]:
     helpers = {stmt.name.value: stmt for stmt in source.module.body if isinstance(stmt, cst.FunctionDef)}
     for other in iter_nodes(func, (cst.Call,)):
         if other is call:
@@ -189,10 +226,15 @@ def _immediate_in(source: SourceFile, func: cst.FunctionDef, call: Optional[cst.
         where = f"at line {source.line(other)}"
         if dotted(callee).split(".")[-2:] in (["stdout", "write"], ["stderr", "write"]):
             return f"`{_short(source.code(callee))}(...)` {where}"
+        elsewhere = next((out for line, out in reached if line == B.call_line(source, other)), None)
+        if elsewhere is not None:
+            # An output of another file this call ran into when the target ran: it stays
+            # immediate, so it would come out before this file's deferred output.
+            return f"`{_short(source.code(callee))}(...)` {where} (it reached the output at {elsewhere}, which is not deferred)"
         if isinstance(callee, cst.Name) and callee.value in helpers and callee.value not in seen:
             helper = helpers[callee.value]
             seen.add(callee.value)
-            inner = _immediate_in(source, helper, None, seen)
+            inner = _immediate_in(source, helper, None, seen, reached)
             if inner is None and any(_is_output(c) and not B.plan(source, c).proven for c in iter_nodes(helper, (cst.Call,))):
                 inner = "an output call with no boundary to defer it to"
             if inner:
@@ -213,6 +255,11 @@ def _is_output(call: cst.Call) -> bool:
     if leaf not in OUTPUT_NAMES or (isinstance(callee, cst.Name) and leaf not in ("print", "warn")):
         return False
     return not isinstance(callee, cst.Call)
+
+
+def _entry_shown(expression: str) -> str:
+    """``LayoutLMv3Model`` for an ``entries=`` expression naming a class of another file."""
+    return expression.rsplit(".", 1)[-1].rstrip("'\"")
 
 
 def _short(text: str) -> str:

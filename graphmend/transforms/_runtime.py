@@ -140,12 +140,19 @@ def _graphmend_region():
 def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
     """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call.
     Under a compiled entry that is not a boundary, or not one of ``entries`` (the module classes
-    under which nothing in the graph may fail after the call, when some may), ``callee`` itself
-    too: the call runs (and breaks the graph) as it did before the rewrite, never recorded for a
-    replay that would not come."""
+    under which nothing in the graph may fail after the call: of this file, or of another file
+    of the package whose code the fix read), ``callee`` itself too: the call runs (and breaks the
+    graph) as it did before the rewrite, never recorded for a replay that would not come.
+    Without ``entries`` only an entry of this file records (or one the user wrapped by hand,
+    which has no name): the fix read no other file, and a record made under another file's entry
+    is lost when that entry's graph fails after the call."""
     if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
         return callee
-    if entries is not None and _graphmend_entry() not in entries:
+    entry = _graphmend_entry()
+    if entries is None:
+        if entry is not None and entry.rpartition(".")[0] != where.namespace.get("__name__"):
+            return callee
+    elif entry not in entries:
         return callee
 
     def record(*args, **kwargs):
@@ -398,6 +405,30 @@ def _graphmend_install_boundaries(namespace):
         elif (callable(value) and getattr(value, "_is_torch_compile", False)
               and not key.startswith("_graphmend_") and getattr(value, "__module__", None) == name):
             namespace[key] = _graphmend_boundary(value, name + "." + key)
+        if (isinstance(value, type) and issubclass(value, _graphmend_torch.nn.Module) and value.__module__ == name
+                and "." in name and "__graphmend_adopts__" not in value.__dict__):
+            _graphmend_adopt_subclasses(value, name.partition(".")[0])
+            value.__graphmend_adopts__ = True
+
+
+def _graphmend_adopt_subclasses(cls, package):
+    # A module class of another file of the package that derives from ``cls`` becomes a boundary
+    # when it is defined (a deferred call here may name it in ``entries=``: its file was read by
+    # the fix, but never edited). Eagerly the boundary only calls through; inlined in an outer
+    # compiled region it is traced like the forward it wraps.
+    inherited = cls.__dict__.get("__init_subclass__")
+
+    def adopt(sub, **kwargs):
+        if inherited is not None:
+            inherited.__get__(None, sub)(**kwargs)
+        else:
+            super(cls, sub).__init_subclass__(**kwargs)
+        forward = getattr(sub, "forward", None)
+        if (issubclass(sub, _graphmend_torch.nn.Module) and sub.__module__.partition(".")[0] == package
+                and "forward" in sub.__dict__ and callable(forward)):
+            sub.forward = _graphmend_boundary(forward, sub.__module__ + "." + sub.__qualname__, True)
+
+    cls.__init_subclass__ = classmethod(adopt)
 
 
 def _graphmend_install(namespace):

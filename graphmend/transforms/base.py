@@ -56,7 +56,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from graphmend.model import Category, Decline, Edit, Fix, Safety
+from graphmend.model import Category, Decline, Edit, Fix, Frame, Safety
 from graphmend.sources import line_ending, split_lines, with_line_ending
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._runtime_copy import RuntimeSpot
@@ -115,6 +115,14 @@ class RuleContext:
     verified: bool = False
     # Where this file's runtime copy is (a file in a package), or None: the runtime goes inline.
     runtime: Optional["RuntimeSpot"] = None
+    # Dynamic mode: the tree the breaks were found in (other files of the repository may be read
+    # from it, never written) and, per break line of this file, the user stacks Dynamo reported
+    # there (outermost first): where a deferred call's boundary may be in another file.
+    root: Optional[str] = None
+    stacks: tuple[tuple[int, tuple[Frame, ...]], ...] = ()
+    # Dynamic mode: lines of this file whose call reached an output break of ANOTHER file (a print,
+    # a log, a warning there), and that break's location: output that stays immediate.
+    reached: tuple[tuple[int, str], ...] = ()
 
     def selects(self, code: str) -> bool:
         """ruff-style prefix selection: the longest matching prefix wins, ignore wins ties."""

@@ -1,0 +1,287 @@
+"""A deferred call's boundary in ANOTHER file of the package: the compiled entries that reach it.
+
+A ``warnings.warn`` in a mixin or utility file (transformers' ``ModuleUtilsMixin`` in
+``modeling_utils.py``) has no ``forward`` of its own file to replay it: the model's ``forward``
+that calls it lives in another file. In dynamic mode Dynamo reports the user stack of each break,
+outermost first; the outermost ``forward`` on it, of a module class defined in the repository, is
+the compiled entry. The call is recorded only under such entries (``entries=``), and only where
+every frame between the entry and the call was read and shown to be safe:
+
+* every frame is in a file of the repository (torch's own ``nn.Module`` plumbing excepted), so the
+  code that runs after the call is known;
+* in every frame's file, nothing may fail after the call in the same compiled graph (the checks
+  the same-file case makes: a tensor-valued check that may be lowered, an index held in a tensor,
+  in the frame's function and in the methods of the classes that may be in the graph with it) —
+  the records of a graph that fails are lost;
+* no frame's function makes an output of its own (``print``, logging, ``warnings``,
+  ``sys.stdout.write``): that file is not rewritten, so its output would stay immediate and
+  appear before the deferred one although it came after it;
+* the entry's file and the call's file are in one package (every folder from their common folder
+  down has ``__init__.py``), so the entry's module name can be written relative to ``__name__``.
+
+The runtime makes a module class of the package that derives from a module class of the
+rewritten file a boundary when it is defined (``_graphmend_adopt_subclasses``); under any entry
+not named (another model calling the same mixin method, a wrapper compiled around the model, a
+subclass) the call runs as written and breaks the graph as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Optional, Union
+
+import libcst as cst
+
+from graphmend.model import Frame
+from graphmend.transforms._analysis import PURE_METHODS
+from graphmend.transforms import _boundary as B
+from graphmend.transforms.base import RuleContext, SourceError, SourceFile, iter_nodes
+
+# Frames of torch's own module call plumbing, between a forward and the method it calls.
+_PLUMBING = ("_call_impl", "_wrapped_call_impl", "__call__", "inner")
+
+
+def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext) -> Union[tuple[str, ...], str]:
+    """The entries (as ``entries=`` expressions) of other files a deferred ``call`` may be recorded
+    under, or why there are none."""
+    if ctx.root is None:
+        return "no compiled entry of another file is known (static mode: no stack from a real run)"
+    lines = range(source.line(call), source.end_line(call) + 1)
+    stacks = [stack for line, stack in ctx.stacks if line in lines]
+    if not stacks:
+        return "Dynamo reported no stack for the call, so its compiled entry is not known"
+    entries: list[str] = []
+    reasons: list[str] = []
+    cache: dict[str, SourceFile] = {}
+    for stack in stacks:
+        found = _entry_of(source, stack, ctx.root, cache)
+        if isinstance(found, str):
+            reasons.append(found)  # under that entry the call runs as written
+        elif found[0] not in entries:
+            entries.append(found[0])
+    return tuple(sorted(entries)) if entries else reasons[0]
+
+
+def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: dict) -> Union[str, tuple[str]]:
+    """(the entry expression,) for one stack through the call, or why it cannot be named."""
+    frames = [f for f in stack if f.inside_repo or not _plumbing(f)]
+    if not frames or frames[-1].file != source.path:
+        return "the stack Dynamo reported does not end at the call"
+    callers = frames[:-1]
+    outside = next((f for f in callers if not f.inside_repo), None)
+    if outside is not None:
+        return (f"the compiled entry reaches the call through {outside.function}() outside the repository, whose "
+                "code after the call was not read")
+    entry: Optional[tuple[SourceFile, cst.ClassDef]] = None
+    for frame in callers:
+        other = _read(root, frame.file, cache)
+        if isinstance(other, str):
+            return other
+        site = _call_at(other, frame)
+        if site is None:
+            return f"no call at {frame.file}:{frame.line} in {frame.function}() to follow"
+        func = B.enclosing_function(other, site)
+        shown = f"{frame.file}:{frame.line}"
+        reason = failure_after(other, site)
+        if reason:
+            return f"under the entry calling it at {shown}: {reason}"
+        output = _output_in(other, func)
+        if output:
+            return (f"{frame.function}() at {shown} makes output of its own ({output}), which would stay immediate and "
+                    "appear before the deferred call's although it came after it")
+        cls = B._enclosing_class(other, site)
+        if entry is None and frame.function == "forward" and cls is not None \
+                and cls.name.value in B.module_classes_with_forward(other) and other.parent(cls) is other.module:
+            entry = (other, cls)
+    if entry is None:
+        return "no forward of a module class of the repository is on the stack above the call (no entry to name)"
+    name = _relative_name(source.path, entry[0].path, root)
+    if name is None:
+        return (f"{entry[0].path} and {source.path} are not in one package (a folder between them has no "
+                "__init__.py), so the entry's module cannot be named from the call's")
+    levels, module = name
+    return (f"__name__.rsplit('.', {levels})[0] + {'.' + module + '.' + entry[1].name.value!r}",)
+
+
+def _plumbing(frame: Frame) -> bool:
+    parts = PurePosixPath(frame.file.replace("\\", "/")).parts
+    return "torch" in parts and frame.function in _PLUMBING
+
+
+def _read(root: str, rel: str, cache: dict) -> Union[SourceFile, str]:
+    if rel in cache:
+        return cache[rel]
+    from graphmend.sources import SourceError as ReadError, read_source
+
+    try:
+        cache[rel] = SourceFile(rel, read_source(root, rel))
+    except (ReadError, SourceError, OSError, ValueError) as exc:
+        return f"{rel}, which calls into this file, cannot be read: {exc}"
+    return cache[rel]
+
+
+def _call_at(source: SourceFile, frame: Frame) -> Optional[cst.Call]:
+    """The call the frame is suspended in: on its line, inside its function."""
+    for call in iter_nodes(source.module, (cst.Call,)):
+        if B.call_line(source, call) != frame.line:
+            continue
+        func = B.enclosing_function(source, call)
+        if func is not None and func.name.value == frame.function:
+            return call
+    return None
+
+
+def _output_in(source: SourceFile, func: Optional[cst.FunctionDef]) -> Optional[str]:
+    from graphmend.transforms._analysis import dotted
+    from graphmend.transforms._deferral import _is_output
+
+    for call in iter_nodes(func, (cst.Call,)) if func is not None else ():
+        name = dotted(call.func)
+        if _is_output(call) or name.split(".")[-2:] in (["stdout", "write"], ["stderr", "write"]):
+            return f"`{name or source.code(call.func)}(...)` at line {source.line(call)}"
+    return None
+
+
+def _relative_name(here: str, there: str, root: str) -> Optional[tuple[int, str]]:
+    """``there``'s module name relative to ``here``'s: (k, "sub.module") for
+    ``__name__.rsplit(".", k)[0] + ".sub.module"``, or None when the two are not in one package."""
+    import os
+
+    a, b = PurePosixPath(here).parent.parts, PurePosixPath(there).parent.parts
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+    if common == 0:
+        return None
+    folders = {a[:n] for n in range(common, len(a) + 1)} | {b[:n] for n in range(common, len(b) + 1)}
+    if not all(os.path.isfile(os.path.join(root, *f, "__init__.py")) for f in folders):
+        return None
+    return len(a) - common + 1, ".".join((*b[common:], PurePosixPath(there).stem))
+
+
+# nn modules whose call indexes a table with the values it is given (an id out of range fails).
+_LOOKUP_MODULES = ("Embedding", "EmbeddingBag")
+
+
+def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
+    """Why something that runs after ``call`` in its function (or again in a loop around it), or in
+    what that runs, may fail on the values it is given inside the same compiled graph, or None.
+
+    What the same-file case checks (:func:`B.region_may_raise`: a check that may be lowered in a
+    class in the graph with this one, an index held in a tensor after the call) and, following
+    every call made after it into the functions, methods and submodules of this file whole: an
+    indexing call or subscript by a tensor, a lookup module (``nn.Embedding``: an id out of range
+    fails). Only what runs under the entry on the stack counts (the other classes that may use
+    this one are other entries, under which the call runs as written). A call this file does not define (another
+    file's method or module, a value it cannot name) is not shown free of failures."""
+    from graphmend.transforms._reach import _Program
+
+    reason = B.region_may_raise(source, call)
+    if reason:
+        return reason
+    func = B.enclosing_function(source, call)
+    if func is None:
+        return None
+    start = source.positions[call].end
+    inside = {id(n) for n in iter_nodes(call, (cst.Call, cst.Subscript))}
+    after = [n for n in iter_nodes(func.body, (cst.Call, cst.Subscript)) if id(n) not in inside and (
+        (source.positions[n].start.line, source.positions[n].start.column) >= (start.line, start.column)
+        or B._same_loop(source, n, call, func))]
+    program = _Program(source)
+    return _failure_in(program, after, func, {id(func)})
+
+
+def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int]) -> Optional[str]:
+    from graphmend.transforms._effects import code
+
+    source = program.source
+    owner = program.owner.get(id(func))
+    tensors = B._tensor_names(func)
+    for node in nodes:
+        where = f"at {source.path}:{source.line(node)}"
+        fault = B._value_fault(node, tensors)
+        if fault:
+            return (f"`{fault}` {where} may fail on the values it is given (an index out of range) after the call in "
+                    "the same compiled graph, and the records of a graph that fails are lost")
+        if not isinstance(node, cst.Call):
+            continue
+        if _lookup(program, node, owner):
+            return (f"`{code(node)}` {where} looks ids up in an embedding table after the call in the same compiled "
+                    "graph (an id out of range fails), and the records of a graph that fails are lost")
+        targets, why = _resolve(program, node, owner)
+        if why:
+            return (f"{why} {where}, after the call in the same compiled graph: its code was not shown free of "
+                    "failures (the records of a graph that fails are lost)")
+        for target in targets:
+            if id(target) in seen:
+                continue
+            seen.add(id(target))
+            inner = _failure_in(program, list(iter_nodes(target.body, (cst.Call, cst.Subscript))), target, seen)
+            if inner:
+                return inner
+    return None
+
+
+def _resolve(program, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
+    """The functions of this file ``call`` runs, and why it may run code not read (or '' if not).
+
+    What may fail on values is judged by :func:`B._value_fault` (indexing calls by name); here
+    only whose code runs matters: a function, method or submodule of this file is followed; a
+    torch function, a builtin, a method of a value (a tensor's) runs no code of the repository;
+    anything else (a function of another module, a method or submodule another file defines, a
+    callable held in a variable) is code not read."""
+    from graphmend.transforms._analysis import dotted
+    from graphmend.transforms._effects import code
+    from graphmend.transforms._reach import BUILTIN_EXCEPTIONS, NON_WRITING_BUILTINS, READ_METHODS, RUNTIME_PURE
+
+    func = call.func
+    if isinstance(func, cst.Name):
+        if func.value in program.functions:
+            return [program.functions[func.value]], ""
+        if func.value in RUNTIME_PURE or func.value in NON_WRITING_BUILTINS or func.value in BUILTIN_EXCEPTIONS:
+            return [], ""
+        return [], f"`{code(call)}` calls {func.value}()"
+    if not isinstance(func, cst.Attribute):
+        return [], f"`{code(call)}` calls a value this analysis cannot name"
+    receiver = dotted(func.value)
+    if receiver == "self" or isinstance(func.value, cst.Call):
+        return program.callees(call, owner)
+    root = receiver.split(".")[0] if receiver else ""
+    kind, _ = program.t.func(func)
+    if kind in ("torch", "F") or root in ("math", "warnings", "logging", "logger"):
+        return [], ""
+    if root in program.classes:
+        found = program.resolve(root, func.attr.value) if receiver == root else None
+        return ([found], "") if found is not None else ([], f"`{code(call)}` calls a method not defined in this file")
+    if root == "self" and func.attr.value not in PURE_METHODS | READ_METHODS:
+        return [], f"`{code(call)}` calls a method of an attribute"
+    if root and B.module_binds(program.source, root) and not _local(program.source, call, root):
+        return [], f"`{code(call)}` calls into {root}, defined or imported at module level"
+    return [], ""
+
+
+def _local(source: SourceFile, node: cst.CSTNode, name: str) -> bool:
+    """Whether ``name`` is a parameter or local of the function around ``node``."""
+    func = B.enclosing_function(source, node)
+    if func is None:
+        return False
+    scope = source.scopes.get(func.body) if hasattr(source, "scopes") else None
+    params = {p.name.value for p in (*func.params.params, *func.params.posonly_params, *func.params.kwonly_params)}
+    return name in params or (scope is not None and name in scope and bool(scope.assignments[name]))
+
+
+def _lookup(program, call: cst.Call, owner: Optional[str]) -> bool:
+    """Whether ``call`` is ``self.attr(...)`` of a submodule built from a lookup module."""
+    from graphmend.transforms._analysis import dotted
+
+    func = call.func
+    if owner is None or not (isinstance(func, cst.Attribute) and dotted(func.value) == "self"):
+        return False
+    for cls in program._ancestors(owner):
+        for node in iter_nodes(program.classes[cls].body, (cst.Assign,)):
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and dotted(t.value) == "self" and t.attr.value == func.attr.value \
+                        and isinstance(node.value, cst.Call) and dotted(node.value.func).split(".")[-1] in _LOOKUP_MODULES:
+                    return True
+    return False
