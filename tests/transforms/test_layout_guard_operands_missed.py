@@ -128,9 +128,6 @@ class M(nn.Module):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the layout guard checks `self.emb.weight` for `self.emb.weight.grad` "
-                   "(`.grad` is taken for metadata), but an Embedding(sparse=True) has a strided weight and a "
-                   "sparse COO gradient: the torch.where form computes `grad - 1` and raises")
 def test_a_sparse_gradient_of_a_strided_parameter_runs_the_original_branch(tmp_path):
     rewritten = _rewrite(SPARSE_GRAD, 11)
     assert "_graphmend_strided(" in rewritten
