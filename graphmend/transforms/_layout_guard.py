@@ -42,10 +42,11 @@ from graphmend.transforms import _analysis as A
 HELPER = "_graphmend_strided"
 
 # Attributes that describe a tensor (or read a view of it) rather than hold another object: the
-# guard checks the tensor they are read from.
+# guard checks the tensor they are read from. Not ``grad``: a gradient is a tensor of its own, whose
+# layout may differ (an Embedding(sparse=True) has a strided weight and a sparse COO gradient).
 _TENSOR_ATTRS = frozenset("""
 dtype shape device ndim layout is_cuda is_sparse is_quantized is_nested is_meta is_mkldnn
-requires_grad grad grad_fn training T mT H mH real imag data itemsize nbytes
+requires_grad grad_fn training T mT H mH real imag data itemsize nbytes
 """.split())
 
 
