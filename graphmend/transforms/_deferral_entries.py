@@ -56,10 +56,13 @@ def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext) -> Uni
     for stack in stacks:
         found = _entry_of(source, stack, ctx.root, cache)
         if isinstance(found, str):
-            reasons.append(found)  # under that entry the call runs as written
+            # Every stack must pass: the runtime knows the entry, not the path through it, and a
+            # stack that fails may run under an entry another stack names (the same forward calling
+            # the helper twice, an index that can fail between the calls).
+            reasons.append(found)
         elif found[0] not in entries:
             entries.append(found[0])
-    return tuple(sorted(entries)) if entries else reasons[0]
+    return reasons[0] if reasons else tuple(sorted(entries))
 
 
 def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: dict) -> Union[str, tuple[str]]:

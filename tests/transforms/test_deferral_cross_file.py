@@ -25,7 +25,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from graphmend.model import Frame, Safety, files_needed  # noqa: E402
@@ -349,8 +349,39 @@ def programs(draw):
     return "\n".join(a), "\n".join(b), {"pkg/a.py": tuple(stacks), "pkg/b.py": tuple(own)}
 
 
+TWICE_A = '''import logging
+
+import torch
+
+logger = logging.getLogger("gmx")
+
+
+class Base(torch.nn.Module):
+    def helper(self, x):
+        logger.warning("helper0 %s", 1)
+        return x - 1
+'''
+TWICE_B = '''import torch
+
+from .a import Base
+
+
+class Model(Base):
+    def forward(self, x, i):
+        x = self.helper(x)
+        x = x + x[i]
+        x = self.helper(x)
+        return x
+'''
+# One entry calls the helper twice, an index that can fail between the calls: the runtime knows the
+# entry, not the path, so the failing path declines the entry for both.
+TWICE = (TWICE_A, TWICE_B, {"pkg/a.py": tuple((10, (Frame("pkg/b.py", n, "forward"), Frame("pkg/a.py", 10, "helper")))
+                                              for n in (8, 10)), "pkg/b.py": ()})
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.booleans())
+@example(TWICE, True)
 def test_outputs_warnings_logs_and_errors_come_out_as_the_original_made_them(case, out_of_range):
     a, b, stacks = case
     with tempfile.TemporaryDirectory() as tmp:
