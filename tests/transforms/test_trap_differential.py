@@ -21,7 +21,7 @@ pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.transforms._side_effect_support import fix_program  # noqa: E402
+from tests.transforms._side_effect_support import RUNNER_PRELUDE, fix_program  # noqa: E402
 
 PROGRAM = '''import torch
 
@@ -39,16 +39,8 @@ class Check(torch.nn.Module):
         return h / y.abs().clamp_min(1)
 '''
 
-RUNNER = textwrap.dedent('''
-    import contextlib, importlib.util, io, json, sys
-    import torch
-
-    def load(path, name):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
+RUNNER = RUNNER_PRELUDE + textwrap.dedent('''
+    import contextlib, io
 
     original = load(sys.argv[1], "original")
     fixed = load(sys.argv[2], "fixed")
