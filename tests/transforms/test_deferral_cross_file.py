@@ -72,10 +72,21 @@ def _output_line(text: str, line: int) -> bool:
     return "_graphmend_deferred(" not in text.splitlines()[line - 1]
 
 
-def load(root: Path, module: str):
-    """``module`` of the tree ``root`` (the original and the fixed tree hold one package name)."""
+def _forget_pkg() -> None:
     for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
         del sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _no_pkg_left_behind():
+    """The last tree's `pkg` is not left imported for the next test of this worker."""
+    yield
+    _forget_pkg()
+
+
+def load(root: Path, module: str):
+    """``module`` of the tree ``root`` (the original and the fixed tree hold one package name)."""
+    _forget_pkg()
     # Dynamo finds the module of an inlined function's globals by its name, through a cache of its
     # own that outlives torch._dynamo.reset(): a second tree's `pkg.a` would be read as the first's
     # (the original program's writes to a.py's globals too), so that cache is emptied here.

@@ -65,12 +65,14 @@ def _fix(root: Path, rel: str, configured=None):
 @pytest.fixture
 def imported(tmp_path, monkeypatch):
     """Import modules of ``tmp_path`` as packages; forget them afterwards."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-    before = set(sys.modules)
-    yield tmp_path
-    for name in set(sys.modules) - before:
-        if name.startswith(("pkg", "other")):
+    def forget():
+        for name in [n for n in sys.modules if n.split(".")[0] in ("pkg", "other")]:
             del sys.modules[name]
+
+    forget()  # another test of this worker may have left its own `pkg` imported
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    forget()
 
 
 def test_a_package_file_imports_one_stamped_copy_and_replays_with_its_own_locations(imported):
