@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Iterable, Optional
 
 from bot import markers
@@ -29,9 +30,29 @@ GB_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 
+# Characters a reader of the rendered review cannot see but that change what a text is (Trojan
+# Source, CVE-2021-42574): bidirectional embeddings, overrides, isolates and marks, zero-width and
+# other format characters, tags, control characters other than the whitespace of Python source,
+# line and paragraph separators, private-use and surrogate code points, and the Hangul fillers
+# (letters that render blank).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
+_SHOWN_CONTROLS = frozenset("\t\n\r\x0c")
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+
+
+def _hidden(c: str) -> bool:
+    return c not in _SHOWN_CONTROLS and (unicodedata.category(c) in _HIDDEN_CATEGORIES or c in _BLANK_LETTERS)
+
+
+def hidden_characters(text: str) -> str:
+    """"" when every character of ``text`` shows as itself where GitHub renders it; else the
+    first one that does not, as ``U+XXXX``."""
+    return next((f"U+{ord(c):04X}" for c in text if _hidden(c)), "")
+
+
 def escape(text: Optional[str], limit: int = 300) -> str:
-    """Untrusted text as one inert line of markdown."""
-    text = " ".join(str(text or "").split())
+    """Untrusted text as one inert line of markdown (hidden characters shown as U+FFFD)."""
+    text = "".join("\ufffd" if _hidden(c) else c for c in " ".join(str(text or "").split()))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
