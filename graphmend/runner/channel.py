@@ -113,6 +113,30 @@ def open_file(folder: Path, name: str, max_bytes: int = COPY_MAX_BYTES) -> IO[by
     return os.fdopen(fd, "rb")
 
 
+def check_stored_archive(f: IO[bytes], name: str) -> None:
+    """Refuse a zip archive (``torch.save``'s format, read by ``torch.load``) that unpacks to more
+    bytes than it holds: a compressed member (256 KB of deflated zeros unpack to 256 MB in the
+    parent), a member whose two sizes disagree, or members whose sizes add up to more than the
+    file (the same bytes named many times). ``torch.save`` stores every member uncompressed, one
+    after the other. Leaves ``f`` at its start; raises ``ChannelError``."""
+    import zipfile
+
+    size = os.fstat(f.fileno()).st_size
+    try:
+        with zipfile.ZipFile(f) as archive:  # a file object passed in stays open
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise ChannelError(f"{name}: not a tensor file (not a zip archive: {' '.join(str(exc).split())[:200]})") from None
+    total = 0
+    for m in members:
+        if m.compress_type != zipfile.ZIP_STORED or m.compress_size != m.file_size:
+            raise ChannelError(f"{name}: member {clean_text(m.filename[:100])!r} is compressed, which torch.save never does")
+        total += m.file_size
+    if total > size:
+        raise ChannelError(f"{name}: its members add up to {total} bytes, more than the {size} bytes of the file")
+    f.seek(0)
+
+
 def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, max_bytes: int = COPY_MAX_BYTES) -> bool:
     """Copy a worker's file into another scratch folder, chunk by chunk; False when there is none.
 
