@@ -150,7 +150,7 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
         except ConfigError as exc:
             problem = f"the base branch's configuration is invalid, so the default scope decides the gate: {exc}"
     if run_file is not None:
-        config = dataclasses.replace(config, sandbox=load_config(root, run_file).sandbox)
+        config = dataclasses.replace(config, sandbox=_run_sandbox(root, run_file, config.sandbox))
     baseline_text = _git_show(root, base_sha, config.gate.baseline)
     accepted: frozenset[str] = frozenset()
     if baseline_text:
@@ -159,6 +159,20 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
         except ValueError:
             accepted = frozenset()
     return config, accepted, problem
+
+
+def _run_sandbox(root: Path, run_file: Path, base: Any) -> Any:
+    """The base branch's sandbox settings with the keys the run's file sets (the action's inputs)
+    over them, checked together: a setting the run does not name (memory, timeout, image) stays
+    the base's, never the checkout's."""
+    try:
+        data = load_yaml(run_file.read_text(encoding="utf-8"), str(run_file))
+    except OSError as exc:
+        raise ConfigError(str(run_file), "(file)", "a readable YAML file", exc.strerror or str(exc)) from None
+    named = data.get("sandbox") if isinstance(data, dict) else None
+    merged = {k: v for k, v in dataclasses.asdict(base).items() if v is not None}
+    merged.update(named if isinstance(named, dict) else {})
+    return parse_config({"sandbox": merged}, root=root, shown=str(run_file)).sandbox
 
 
 def _head_config(root: Path, head_sha: str, config_name: Optional[str]) -> Optional[Config]:
