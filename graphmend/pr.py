@@ -3,7 +3,8 @@
 The base and head commits come from the event payload (``pull_request.base.sha`` and
 ``.head.sha``; not ``GITHUB_SHA``, which is the merge commit GitHub made, whose line numbers
 do not match the pull request's diff) or from ``--base`` / ``--head``. Both trees are
-written out with ``git archive`` and analysed with the *base*'s configuration (``scope_config``),
+written out from their blobs exactly as committed (never through the head's own
+``.gitattributes``) and analysed with the *base*'s configuration (``scope_config``),
 so the two sides are measured the same way and a pull request cannot narrow the analysis that
 gates it; a change it makes to the configuration is reported beside the result (the "config"
 stage) for a maintainer to accept by merging. The base's results are cached by base SHA (and a
@@ -271,8 +272,11 @@ def analyse(
     stages.append(rv.Stage("config", True, "; ".join(x for x in (problem, change) if x)[:2000]))
     seconds["config"] = time.monotonic() - began
 
-    refused: list[tuple[str, str]] = []  # the head's members that git archive would write outside the tree
-    with tree_at(root, head_sha, refused) as head_tree, tree_at(root, base_sha) as base_tree:
+    refused: list[tuple[str, str]] = []  # the head's members that would be written outside the tree
+    # Both commits exactly as committed: the head's .gitattributes (export-ignore, export-subst,
+    # ident, eol) are the pull request's, and would make the code analysed differ from the code merged.
+    with tree_at(root, head_sha, refused, as_committed=True) as head_tree, \
+            tree_at(root, base_sha, as_committed=True) as base_tree:
         head_config = dataclasses.replace(gate_config, root=head_tree)
         base_config = dataclasses.replace(gate_config, root=base_tree)
         why = None if allow_unsandboxed else unsandboxed_reason(head_config)
