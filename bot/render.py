@@ -61,12 +61,16 @@ def escape(text: Optional[str], limit: int = 300) -> str:
     return text.replace("@", "&#64;").replace("://", "&#58;//")
 
 
-def code_span(text: str) -> str:
-    """Untrusted short text (a path) as inline code that cannot be broken out of."""
+def code_span(text: str, *, in_table: bool = False) -> str:
+    """Untrusted short text (a path) as inline code that cannot be broken out of. In a table
+    cell (``in_table``) a ``|`` is escaped: GitHub splits a table row at every unescaped pipe
+    before it reads code spans, so a path could end its cell and add markdown (a link) of its own."""
     text = " ".join(str(text).split())[:200]
     run = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * (run + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or run else ""
+    if in_table:
+        text = text.replace("|", "\\|")
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
@@ -490,7 +494,7 @@ def new_breaks_table(review: Review, budget: int) -> str:
     if not new:
         return ""
     rows = [
-        f"| {code_span(f'{f.file}:{f.line}')} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
+        f"| {code_span(f'{f.file}:{f.line}', in_table=True)} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
         for f in new
     ]
     table = "| where | break | rule | reason |\n|---|---|---|---|\n" + _bounded(rows, budget, "| …and {n} more | | | |")
