@@ -266,22 +266,32 @@ def work_folder(prefix: str = "graphmend-work-") -> Iterator[Path]:
         remove_tree(path)
 
 
+def read_json(folder: Path, name: str, max_bytes: int, max_values: int = RESPONSE_MAX_VALUES,
+              max_depth: int = RESPONSE_MAX_DEPTH) -> Any:
+    """The JSON value in ``folder/name`` (a worker's or an artifact's): read as ``read_file``
+    reads (never a symlink, FIFO or device; at most ``max_bytes``), refused before parsing when
+    it holds more than ``max_values`` values, and after when it nests deeper than ``max_depth``
+    (or too deep to parse at all); no ``NaN``/``Infinity``. ``ChannelError`` otherwise."""
+    raw = read_file(folder, name, max_bytes)
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")  # at least the values it holds (strings may add)
+    if values > max_values:
+        raise ChannelError(f"{name} holds too many values ({values} separators, over {max_values})")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ChannelError(f"{name} is not JSON ({exc})") from None
+    except RecursionError:
+        raise ChannelError(f"{name} is not JSON (nested too deeply to parse)") from None
+    if _depth(data) > max_depth:
+        raise ChannelError(f"{name} is not JSON the parent uses (nested deeper than {max_depth} levels)")
+    return data
+
+
 def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:
     """The worker's ``response.json``, capped, parsed and schema-checked (``ChannelError`` otherwise)."""
     from graphmend import schemas
 
-    raw = read_file(scratch, "response.json", max_bytes)
-    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")  # at least the values it holds (strings may add)
-    if values > RESPONSE_MAX_VALUES:
-        raise ChannelError(f"response.json holds too many values ({values} separators, over {RESPONSE_MAX_VALUES})")
-    try:
-        response = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ChannelError(f"response.json is not JSON ({exc})") from None
-    except RecursionError:
-        raise ChannelError("response.json is not JSON (nested too deeply to parse)") from None
-    if _depth(response) > RESPONSE_MAX_DEPTH:
-        raise ChannelError(f"response.json is not JSON the parent uses (nested deeper than {RESPONSE_MAX_DEPTH} levels)")
+    response = read_json(scratch, "response.json", max_bytes)
     try:
         schemas.validate("worker-response", response)
     except schemas.SchemaValidationError as exc:
