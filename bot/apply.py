@@ -166,6 +166,10 @@ class Applier:
         out: dict[str, tuple[Optional[str], str]] = {}
         for path in sorted(by_file):
             self._check_path(path)
+            clash = overlap(by_file[path])
+            if clash:
+                raise ApplyRefused(f"the fixes' edits of {render.plain(path, 200)} overlap ({clash}): committed together "
+                                   "they write a text that no patch or suggestion of the review shows")
             try:
                 text = self.client.file_text(path, head_sha)
             except GitHubError as exc:
@@ -260,6 +264,26 @@ class Applier:
             pass  # a reaction is a courtesy; the reply says everything
         return result
 
+
+
+def overlap(edits: list) -> str:
+    """"" when no two distinct edits (in one file's original line numbers) touch the same lines;
+    else which do. Two replacements that share a line, or an insertion inside a replaced range,
+    overlap: applied together they write something neither shows (the lines each removes no
+    longer line up). Insertions at one point do not: each one's lines land whole."""
+    unique: list = []
+    for e in edits:
+        if e not in unique:
+            unique.append(e)
+    reach, by = 0, None  # the furthest line replaced so far, and by which edit
+    for e in sorted(unique, key=lambda e: (e.start_line, e.end_line >= e.start_line)):
+        replaces = e.end_line >= e.start_line
+        if by is not None and reach >= e.start_line:
+            return f"lines {by.start_line}-{by.end_line} and {'lines' if replaces else 'an insertion at line'} " \
+                   f"{e.start_line}{f'-{e.end_line}' if replaces else ''}"
+        if replaces and e.end_line > reach:
+            reach, by = e.end_line, e
+    return ""
 
 
 def _before(submitted_at: str, asked_at: str) -> bool:
