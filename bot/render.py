@@ -62,10 +62,12 @@ def escape(text: Optional[str], limit: int = 300) -> str:
 
 
 def code_span(text: str, *, in_table: bool = False) -> str:
-    """Untrusted short text (a path) as inline code that cannot be broken out of. In a table
-    cell (``in_table``) a ``|`` is escaped: GitHub splits a table row at every unescaped pipe
-    before it reads code spans, so a path could end its cell and add markdown (a link) of its own."""
-    text = " ".join(str(text).split())[:200]
+    """Untrusted short text (a path) as inline code that cannot be broken out of, hidden
+    characters shown as U+FFFD (a right-to-left override made ``src/<U+202E>yp.live`` read as
+    another file's name). In a table cell (``in_table``) a ``|`` is escaped: GitHub splits a
+    table row at every unescaped pipe before it reads code spans, so a path could end its cell
+    and add markdown (a link) of its own."""
+    text = "".join("\ufffd" if _hidden(c) else c for c in " ".join(str(text).split())[:200])
     run = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * (run + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or run else ""

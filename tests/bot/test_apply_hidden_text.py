@@ -48,3 +48,12 @@ def test_a_fix_with_hidden_characters_is_neither_suggested_nor_committed(monkeyp
     assert "h * 0" not in text and not hidden_characters(text) and "torch._assert_async" in text
     said = "\n".join([r.body for r in server.state.reviews] + [c.body for c in server.state.review_comments])
     assert r"No suggestion: its fix writes a character no reader of the review can see \(U\+202E\)" in said
+
+
+def test_a_path_cannot_read_as_another_file_s_name():
+    from bot.render import code_span, escape
+
+    # "src/\u202eyp.ledom" reads as "src/model.py" where the override is honoured
+    for shown in (code_span("src/\u202eyp.ledom:3"), code_span("a|\u2066b", in_table=True), escape("x\u200by")):
+        assert not hidden_characters(shown), ascii(shown)
+    assert code_span("src/\u202eyp.ledom") == "`src/\ufffdyp.ledom`"
