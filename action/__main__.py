@@ -38,7 +38,7 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
         return None  # post takes its settings from review.json; fail-on is a flag
     if s.mode == "pr":
         # pr takes the gate, fix safety and review settings from the base branch (a pull request
-        # cannot loosen its own review); only where its code runs is the head's to say.
+        # cannot loosen its own review); only where its code runs is the inputs' to say.
         overrides = {k: v for k, v in overrides.items() if k == "sandbox"}
     if not overrides:
         # As a name relative to the root: pr looks the same name up on the base branch.
@@ -46,7 +46,10 @@ def merged_config(s: settings_mod.Settings) -> Optional[Path]:
     import yaml
     from graphmend.config import find_config
 
-    source = Path(s.config) if s.config else find_config(s.workspace)
+    # For pr the checkout's graphmend.yml is the pull request's own: its sandbox section (memory,
+    # timeout, image) would loosen the sandbox it is run in. The copy holds the inputs alone, and
+    # pr takes every other sandbox setting from the base branch.
+    source = None if s.mode == "pr" else Path(s.config) if s.config else find_config(s.workspace)
     data: dict[str, Any] = {}
     if source is not None:
         loaded = yaml.safe_load(source.read_text(encoding="utf-8"))

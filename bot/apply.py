@@ -16,6 +16,8 @@ code; it only moves text, and trusts nothing it does not check:
   full in that review as GitHub has it now (``bot.shown``: its own suggestions on their exact
   lines with their exact text, or its whole patch), so nothing a maintainer could not read is
   committed;
+- when: the review must have been posted before the command (a head pushed meanwhile brings a
+  review its author could not have read when they asked);
 - where: the head SHA GitHub reports must be the analysed one (a stale head is refused), every
   edit must apply exactly to the head's files fetched through the API, only ``.py`` files are
   written, and the branch moves only as a fast-forward (``force: false``);
@@ -28,6 +30,7 @@ Every outcome is answered on the pull request (an issue comment) and with a reac
 from __future__ import annotations
 
 import difflib
+from datetime import datetime
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -87,13 +90,13 @@ class Applier:
             return self._answer(ApplyResult("refused", f"{who or 'the commenter'} has {permission} permission on this "
                                             "repository; committing needs write permission"))
         try:
-            return self._apply(review, who)
+            return self._apply(review, who, comment.created_at)
         except ApplyRefused as exc:
             return self._answer(ApplyResult("refused", str(exc), not_shown=exc.details))
 
     # -- the steps ------------------------------------------------------------------------------
 
-    def _apply(self, review: Review, who: str) -> ApplyResult:
+    def _apply(self, review: Review, who: str, asked_at: str) -> ApplyResult:
         pull = self.client.get_pull(self.number)
         if pull.state != "open":
             raise ApplyRefused("the pull request is not open")
@@ -111,6 +114,10 @@ class Applier:
         posted = self._posted_review(pull.head_sha)
         if posted is None:
             raise ApplyRefused(f"GraphMend has not reviewed {pull.head_sha[:7]} yet: wait for its review, then comment again")
+        if not _before(posted.submitted_at, asked_at):
+            # The command approves what its author could read: a review of a head pushed since is not that.
+            raise ApplyRefused(f"the review of {pull.head_sha[:7]} was posted after the command (the branch moved "
+                               "meanwhile?): read it, then comment again")
         if markers.find_fixes(posted.body) != offered_digest(review):
             raise ApplyRefused("the fixes in the analysis are not the ones the review for this head offered: refused")
         deliveries = poster.plan(review, files).deliveries
@@ -159,6 +166,10 @@ class Applier:
         out: dict[str, tuple[Optional[str], str]] = {}
         for path in sorted(by_file):
             self._check_path(path)
+            clash = overlap(by_file[path])
+            if clash:
+                raise ApplyRefused(f"the fixes' edits of {render.plain(path, 200)} overlap ({clash}): committed together "
+                                   "they write a text that no patch or suggestion of the review shows")
             try:
                 text = self.client.file_text(path, head_sha)
             except GitHubError as exc:
@@ -253,6 +264,36 @@ class Applier:
             pass  # a reaction is a courtesy; the reply says everything
         return result
 
+
+
+def overlap(edits: list) -> str:
+    """"" when no two distinct edits (in one file's original line numbers) touch the same lines;
+    else which do. Two replacements that share a line, or an insertion inside a replaced range,
+    overlap: applied together they write something neither shows (the lines each removes no
+    longer line up). Insertions at one point do not: each one's lines land whole."""
+    unique: list = []
+    for e in edits:
+        if e not in unique:
+            unique.append(e)
+    reach, by = 0, None  # the furthest line replaced so far, and by which edit
+    for e in sorted(unique, key=lambda e: (e.start_line, e.end_line >= e.start_line)):
+        replaces = e.end_line >= e.start_line
+        if by is not None and reach >= e.start_line:
+            return f"lines {by.start_line}-{by.end_line} and {'lines' if replaces else 'an insertion at line'} " \
+                   f"{e.start_line}{f'-{e.end_line}' if replaces else ''}"
+        if replaces and e.end_line > reach:
+            reach, by = e.end_line, e
+    return ""
+
+
+def _before(submitted_at: str, asked_at: str) -> bool:
+    """Whether a review submitted at ``submitted_at`` existed when the command was given at
+    ``asked_at`` (ISO 8601 times from GitHub, to the second: the same second counts as before).
+    A time that is missing or unreadable proves nothing: False."""
+    try:
+        return datetime.fromisoformat(submitted_at) <= datetime.fromisoformat(asked_at)
+    except (TypeError, ValueError):
+        return False
 
 
 def unified_patch(changes: dict[str, tuple[Optional[str], str]]) -> str:

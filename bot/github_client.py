@@ -79,6 +79,7 @@ class ReviewInfo:
     commit_id: Optional[str]
     user_login: str = ""
     user_type: str = ""  # "Bot" for an app's (the bot's) review, "User" for a person's
+    submitted_at: str = ""  # ISO 8601, as GitHub gives it ("" for a pending review)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class IssueCommentInfo:
     body: str
     user_login: str = ""
     user_type: str = ""
+    created_at: str = ""  # ISO 8601, as GitHub gives it
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,7 @@ class GitHubClient:
             for r in self._pull(number).get_reviews():
                 user = r._rawData.get("user") or {}  # as listed: no extra request per review
                 out.append(ReviewInfo(r.id, r.state, r.body or "", r.commit_id, str(user.get("login") or ""),
-                                      str(user.get("type") or "")))
+                                      str(user.get("type") or ""), str(r._rawData.get("submitted_at") or "")))
             return out
 
         return self._read(fetch)
@@ -361,7 +363,7 @@ class GitHubClient:
             data = self._request("GET", f"{self._repo.url}/issues/comments/{int(comment_id)}")
             user = data.get("user") or {}
             return IssueCommentInfo(int(data["id"]), str(data.get("body") or ""), str(user.get("login") or ""),
-                                    str(user.get("type") or ""))
+                                    str(user.get("type") or ""), str(data.get("created_at") or ""))
 
         return self._read(fetch)
 

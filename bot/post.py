@@ -239,7 +239,7 @@ class Poster:
             fail_on=self.fail_on,
         )
         changed = {f.filename for f in files}
-        findings, dropped, outside = [], 0, 0
+        findings, dropped, outside, hidden = [], 0, 0, 0
         for f in review.findings:
             if repo_path(f.file) is None:
                 dropped += 1
@@ -248,11 +248,20 @@ class Poster:
             if fix is not None and not all(repo_path(e.file) in changed for e in fix.edits):
                 fix, outside = None, outside + 1
                 f = dataclasses.replace(f, decline=f.decline or "its fix edits files this pull request does not change")
+            unseen = fix and next(filter(None, map(render.hidden_characters, [e.new_text for e in fix.edits]
+                                                  + [c.new_text for c in fix.files])), "")
+            if unseen:
+                # What a reviewer reads of such a line is not what it says (Trojan Source).
+                fix, hidden = None, hidden + 1
+                f = dataclasses.replace(f, decline=f"its fix writes a character no reader of the review can see ({unseen})")
             findings.append(dataclasses.replace(f, fix=fix))
         if dropped:
             notes.append(f"{dropped} finding(s) in review.json named a path that is not repository-relative; dropped")
         if outside:
             notes.append(f"{outside} fix(es) edit files outside this pull request's changes; not offered")
+        if hidden:
+            notes.append(f"{hidden} fix(es) write characters a reader cannot see (bidirectional controls, zero-width "
+                         "characters); not offered")
         review = dataclasses.replace(review, settings=settings, findings=tuple(findings))
         self.changed = frozenset(changed)
         self.provenance = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Iterable, Optional
 
 from bot import markers
@@ -29,9 +30,29 @@ GB_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>])")
 
 
+# Characters a reader of the rendered review cannot see but that change what a text is (Trojan
+# Source, CVE-2021-42574): bidirectional embeddings, overrides, isolates and marks, zero-width and
+# other format characters, tags, control characters other than the whitespace of Python source,
+# line and paragraph separators, private-use and surrogate code points, and the Hangul fillers
+# (letters that render blank).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
+_SHOWN_CONTROLS = frozenset("\t\n\r\x0c")
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+
+
+def _hidden(c: str) -> bool:
+    return c not in _SHOWN_CONTROLS and (unicodedata.category(c) in _HIDDEN_CATEGORIES or c in _BLANK_LETTERS)
+
+
+def hidden_characters(text: str) -> str:
+    """"" when every character of ``text`` shows as itself where GitHub renders it; else the
+    first one that does not, as ``U+XXXX``."""
+    return next((f"U+{ord(c):04X}" for c in text if _hidden(c)), "")
+
+
 def escape(text: Optional[str], limit: int = 300) -> str:
-    """Untrusted text as one inert line of markdown."""
-    text = " ".join(str(text or "").split())
+    """Untrusted text as one inert line of markdown (hidden characters shown as U+FFFD)."""
+    text = "".join("\ufffd" if _hidden(c) else c for c in " ".join(str(text or "").split()))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
@@ -40,12 +61,18 @@ def escape(text: Optional[str], limit: int = 300) -> str:
     return text.replace("@", "&#64;").replace("://", "&#58;//")
 
 
-def code_span(text: str) -> str:
-    """Untrusted short text (a path) as inline code that cannot be broken out of."""
-    text = " ".join(str(text).split())[:200]
+def code_span(text: str, *, in_table: bool = False) -> str:
+    """Untrusted short text (a path) as inline code that cannot be broken out of, hidden
+    characters shown as U+FFFD (a right-to-left override made ``src/<U+202E>yp.live`` read as
+    another file's name). In a table cell (``in_table``) a ``|`` is escaped: GitHub splits a
+    table row at every unescaped pipe before it reads code spans, so a path could end its cell
+    and add markdown (a link) of its own."""
+    text = "".join("\ufffd" if _hidden(c) else c for c in " ".join(str(text).split())[:200])
     run = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * (run + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or run else ""
+    if in_table:
+        text = text.replace("|", "\\|")
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
@@ -469,7 +496,7 @@ def new_breaks_table(review: Review, budget: int) -> str:
     if not new:
         return ""
     rows = [
-        f"| {code_span(f'{f.file}:{f.line}')} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
+        f"| {code_span(f'{f.file}:{f.line}', in_table=True)} | {gb_link(f.gb_id)} | {rule_link(f.rule) or '—'} | {escape(f.reason, 200)} |"
         for f in new
     ]
     table = "| where | break | rule | reason |\n|---|---|---|---|\n" + _bounded(rows, budget, "| …and {n} more | | | |")

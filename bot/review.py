@@ -19,6 +19,10 @@ from graphmend.model import from_dict, to_dict
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "graphmend" / "schemas" / "review.schema.json"
 VERSION = 1
+# What the schema's limits allow with room to spare (5000 targets and findings, a shard's plan of
+# 256 x 5000 names): no more is parsed, so an artifact cannot make its reader hold gigabytes.
+MAX_BYTES = 256 * 1024 * 1024
+MAX_VALUES = 2_000_000
 
 
 class ReviewError(Exception):
@@ -225,16 +229,16 @@ def from_json(data: Any) -> Review:
 
 def load(path: Path | str) -> Review:
     """Read, validate and build a ``Review``; every failure is a one-line ``ReviewError``."""
+    from graphmend.runner.channel import ChannelError, read_json
+
+    path = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # An artifact of the job that ran the pull request's code: read as a worker's file is.
+        data = read_json(path.parent, path.name, MAX_BYTES, max_values=MAX_VALUES)
+    except ChannelError as exc:
+        raise ReviewError(f"{path}: {exc}") from None
     except OSError as exc:
         raise ReviewError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ReviewError(f"{path}: not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReviewError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     return from_json(data)
 
 

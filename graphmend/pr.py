@@ -3,7 +3,8 @@
 The base and head commits come from the event payload (``pull_request.base.sha`` and
 ``.head.sha``; not ``GITHUB_SHA``, which is the merge commit GitHub made, whose line numbers
 do not match the pull request's diff) or from ``--base`` / ``--head``. Both trees are
-written out with ``git archive`` and analysed with the *base*'s configuration (``scope_config``),
+written out from their blobs exactly as committed (never through the head's own
+``.gitattributes``) and analysed with the *base*'s configuration (``scope_config``),
 so the two sides are measured the same way and a pull request cannot narrow the analysis that
 gates it; a change it makes to the configuration is reported beside the result (the "config"
 stage) for a maintainer to accept by merging. The base's results are cached by base SHA (and a
@@ -150,7 +151,7 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
         except ConfigError as exc:
             problem = f"the base branch's configuration is invalid, so the default scope decides the gate: {exc}"
     if run_file is not None:
-        config = dataclasses.replace(config, sandbox=load_config(root, run_file).sandbox)
+        config = dataclasses.replace(config, sandbox=_run_sandbox(root, run_file, config.sandbox))
     baseline_text = _git_show(root, base_sha, config.gate.baseline)
     accepted: frozenset[str] = frozenset()
     if baseline_text:
@@ -159,6 +160,20 @@ def scope_config(root: Path, base_sha: str, config_name: Optional[str]) -> tuple
         except ValueError:
             accepted = frozenset()
     return config, accepted, problem
+
+
+def _run_sandbox(root: Path, run_file: Path, base: Any) -> Any:
+    """The base branch's sandbox settings with the keys the run's file sets (the action's inputs)
+    over them, checked together: a setting the run does not name (memory, timeout, image) stays
+    the base's, never the checkout's."""
+    try:
+        data = load_yaml(run_file.read_text(encoding="utf-8"), str(run_file))
+    except OSError as exc:
+        raise ConfigError(str(run_file), "(file)", "a readable YAML file", exc.strerror or str(exc)) from None
+    named = data.get("sandbox") if isinstance(data, dict) else None
+    merged = {k: v for k, v in dataclasses.asdict(base).items() if v is not None}
+    merged.update(named if isinstance(named, dict) else {})
+    return parse_config({"sandbox": merged}, root=root, shown=str(run_file)).sandbox
 
 
 def _head_config(root: Path, head_sha: str, config_name: Optional[str]) -> Optional[Config]:
@@ -257,8 +272,11 @@ def analyse(
     stages.append(rv.Stage("config", True, "; ".join(x for x in (problem, change) if x)[:2000]))
     seconds["config"] = time.monotonic() - began
 
-    refused: list[tuple[str, str]] = []  # the head's members that git archive would write outside the tree
-    with tree_at(root, head_sha, refused) as head_tree, tree_at(root, base_sha) as base_tree:
+    refused: list[tuple[str, str]] = []  # the head's members that would be written outside the tree
+    # Both commits exactly as committed: the head's .gitattributes (export-ignore, export-subst,
+    # ident, eol) are the pull request's, and would make the code analysed differ from the code merged.
+    with tree_at(root, head_sha, refused, as_committed=True) as head_tree, \
+            tree_at(root, base_sha, as_committed=True) as base_tree:
         head_config = dataclasses.replace(gate_config, root=head_tree)
         base_config = dataclasses.replace(gate_config, root=base_tree)
         why = None if allow_unsandboxed else unsandboxed_reason(head_config)

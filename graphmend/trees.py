@@ -2,7 +2,8 @@
 
 ``verify`` and ``bench`` compare the tree at ``--base REV`` with the working tree. The tree at
 REV is written out with ``git archive`` (no worktree bookkeeping left behind in the user's
-repository, and nothing to clean up in ``.git`` if the run is killed); ``verify_fixes``
+repository, and nothing to clean up in ``.git`` if the run is killed), or, for a pull request's
+commits, from their blobs exactly as committed (none of the tree's own ``.gitattributes`` applied); ``verify_fixes``
 applies candidate fixes to private copies of the working tree, never to the tree itself.
 """
 
@@ -25,9 +26,9 @@ class TreeError(Exception):
     """A revision or a tree that cannot be materialised; ``str()`` is one line for the user."""
 
 
-def _git(root: Path, *args: str) -> bytes:
+def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
     try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, check=False)
+        done = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True, check=False)
     except FileNotFoundError:
         raise TreeError("git is not installed") from None
     if done.returncode != 0:
@@ -46,8 +47,13 @@ def resolve_rev(root: Path, rev: str) -> str:
         raise TreeError(f"--base {rev!r}: unknown revision in {root}") from None
 
 
-def export_rev(root: Path, rev: str, dest: Path, refused: list[tuple[str, str]] | None = None) -> str:
+def export_rev(root: Path, rev: str, dest: Path, refused: list[tuple[str, str]] | None = None, *,
+               as_committed: bool = False) -> str:
     """Write the files of ``rev`` into ``dest`` (which must exist); returns the commit id.
+
+    As ``git archive`` writes them (the tree's ``.gitattributes`` applied, as in a checkout), or
+    with ``as_committed`` the blobs exactly as committed (``_tree_tar``: for a pull request's
+    commit, whose ``.gitattributes`` the pull request wrote).
 
     A member that would land outside ``dest`` (a link to an absolute path or out through
     ``..``, a device file) is not written: it is that file's error, appended to ``refused`` as
@@ -59,7 +65,8 @@ def export_rev(root: Path, rev: str, dest: Path, refused: list[tuple[str, str]] 
     prefix = _git(root, "rev-parse", "--show-prefix").decode().strip().rstrip("/")
     try:
         top = Path(_git(root, "rev-parse", "--show-toplevel").decode().strip())
-        data = _git(top, "archive", "--format=tar", f"{commit}:{prefix}" if prefix else commit)
+        treeish = f"{commit}:{prefix}" if prefix else commit
+        data = _tree_tar(top, treeish) if as_committed else _git(top, "archive", "--format=tar", treeish)
     except TreeError:
         raise TreeError(f"--base {rev!r}: {prefix}/ does not exist at that revision") from None
     skipped = refused if refused is not None else []
@@ -77,16 +84,57 @@ def export_rev(root: Path, rev: str, dest: Path, refused: list[tuple[str, str]] 
     return commit
 
 
+def _tree_tar(top: Path, treeish: str) -> bytes:
+    """The files of ``treeish`` as a tar archive of their blobs exactly as committed.
+
+    Not ``git archive``: it applies the archived tree's own ``.gitattributes``, which a pull
+    request writes: ``export-ignore`` leaves files out, ``export-subst`` and ``ident`` rewrite
+    them, ``eol`` and ``working-tree-encoding`` convert them, so the code analysed would not be
+    the code merged. A submodule is an empty folder (as ``git archive`` writes it)."""
+    entries = []
+    for record in _git(top, "ls-tree", "-r", "-z", treeish).split(b"\0"):
+        if record:
+            meta, _, path = record.partition(b"\t")
+            mode, kind, sha = meta.decode("ascii").split(" ")
+            entries.append((mode, kind, sha, path.decode("utf-8", "surrogateescape")))
+    shas = sorted({sha for _, kind, sha, _ in entries if kind == "blob"})
+    out = _git(top, "cat-file", "--batch", stdin="".join(f"{sha}\n" for sha in shas).encode("ascii"))
+    blobs, at = {}, 0
+    for sha in shas:
+        end = out.index(b"\n", at)
+        name, kind, size = out[at:end].decode("ascii").split(" ")
+        if name != sha or kind != "blob":
+            raise TreeError(f"git cat-file answered {name} {kind} for {sha}")
+        blobs[sha] = out[end + 1 : end + 1 + int(size)]
+        at = end + 1 + int(size) + 1
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for mode, kind, sha, path in entries:
+            info = tarfile.TarInfo(path)
+            if kind != "blob":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif mode == "120000":
+                info.type, info.mode = tarfile.SYMTYPE, 0o777
+                info.linkname = blobs[sha].decode("utf-8", "surrogateescape")
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(blobs[sha]), 0o755 if mode == "100755" else 0o644
+                tar.addfile(info, io.BytesIO(blobs[sha]))
+    return buf.getvalue()
+
+
 @contextlib.contextmanager
-def tree_at(root: Path | str, rev: str, refused: list[tuple[str, str]] | None = None) -> Iterator[Path]:
-    """A temporary folder holding the repository at ``rev``, removed on exit (``refused``: as
-    for ``export_rev``)."""
+def tree_at(root: Path | str, rev: str, refused: list[tuple[str, str]] | None = None, *,
+            as_committed: bool = False) -> Iterator[Path]:
+    """A temporary folder holding the repository at ``rev``, removed on exit (``refused`` and
+    ``as_committed``: as for ``export_rev``)."""
     root = Path(root).resolve()
     tmp = Path(tempfile.mkdtemp(prefix="graphmend-base-"))
     try:
         dest = tmp / "tree"
         dest.mkdir()
-        export_rev(root, rev, dest, refused)
+        export_rev(root, rev, dest, refused, as_committed=as_committed)
         yield dest
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

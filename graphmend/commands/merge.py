@@ -43,15 +43,14 @@ def _files(items: list[str]) -> list[Path]:
     return out
 
 
-PARTIAL_MAX_BYTES = 256 * 1024 * 1024
-
-
-def _read(path: Path) -> bytes:
-    """A partial's bytes: a regular file, never a symlink, at most ``PARTIAL_MAX_BYTES``."""
-    from graphmend.runner.channel import ChannelError, clean_text, read_file
+def _read(path: Path) -> object:
+    """A partial's JSON value, read as review.json is (``bot.review``'s limits): a regular file,
+    never a symlink, bounded in bytes, values and depth."""
+    from bot.review import MAX_BYTES, MAX_VALUES
+    from graphmend.runner.channel import ChannelError, clean_text, read_json
 
     try:
-        return read_file(path.parent, path.name, PARTIAL_MAX_BYTES)
+        return read_json(path.parent, path.name, MAX_BYTES, max_values=MAX_VALUES)
     except ChannelError as exc:
         raise UsageError(f"{path}: {clean_text(str(exc))}") from None
     except OSError as exc:
@@ -64,12 +63,7 @@ def run(args: argparse.Namespace) -> int:
     files = _files(args.partials)
     if not files:
         raise UsageError("no partial reviews found in " + ", ".join(args.partials))
-    data = []
-    for path in files:
-        try:
-            data.append(json.loads(_read(path).decode("utf-8")))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise UsageError(f"{path}: not JSON: {str(exc)[:300]}") from None
+    data = [_read(path) for path in files]
     scans = [isinstance(d, dict) and d.get("kind") == SCAN_KIND for d in data]
     if any(scans) and not all(scans):
         raise UsageError("the partials mix scan reports (scan --shard) and reviews (pr --shard): merge one run's")

@@ -113,6 +113,30 @@ def open_file(folder: Path, name: str, max_bytes: int = COPY_MAX_BYTES) -> IO[by
     return os.fdopen(fd, "rb")
 
 
+def check_stored_archive(f: IO[bytes], name: str) -> None:
+    """Refuse a zip archive (``torch.save``'s format, read by ``torch.load``) that unpacks to more
+    bytes than it holds: a compressed member (256 KB of deflated zeros unpack to 256 MB in the
+    parent), a member whose two sizes disagree, or members whose sizes add up to more than the
+    file (the same bytes named many times). ``torch.save`` stores every member uncompressed, one
+    after the other. Leaves ``f`` at its start; raises ``ChannelError``."""
+    import zipfile
+
+    size = os.fstat(f.fileno()).st_size
+    try:
+        with zipfile.ZipFile(f) as archive:  # a file object passed in stays open
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise ChannelError(f"{name}: not a tensor file (not a zip archive: {' '.join(str(exc).split())[:200]})") from None
+    total = 0
+    for m in members:
+        if m.compress_type != zipfile.ZIP_STORED or m.compress_size != m.file_size:
+            raise ChannelError(f"{name}: member {clean_text(m.filename[:100])!r} is compressed, which torch.save never does")
+        total += m.file_size
+    if total > size:
+        raise ChannelError(f"{name}: its members add up to {total} bytes, more than the {size} bytes of the file")
+    f.seek(0)
+
+
 def copy_file(src_folder: Path, src_name: str, dst_folder: Path, dst_name: str, max_bytes: int = COPY_MAX_BYTES) -> bool:
     """Copy a worker's file into another scratch folder, chunk by chunk; False when there is none.
 
@@ -242,22 +266,32 @@ def work_folder(prefix: str = "graphmend-work-") -> Iterator[Path]:
         remove_tree(path)
 
 
+def read_json(folder: Path, name: str, max_bytes: int, max_values: int = RESPONSE_MAX_VALUES,
+              max_depth: int = RESPONSE_MAX_DEPTH) -> Any:
+    """The JSON value in ``folder/name`` (a worker's or an artifact's): read as ``read_file``
+    reads (never a symlink, FIFO or device; at most ``max_bytes``), refused before parsing when
+    it holds more than ``max_values`` values, and after when it nests deeper than ``max_depth``
+    (or too deep to parse at all); no ``NaN``/``Infinity``. ``ChannelError`` otherwise."""
+    raw = read_file(folder, name, max_bytes)
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")  # at least the values it holds (strings may add)
+    if values > max_values:
+        raise ChannelError(f"{name} holds too many values ({values} separators, over {max_values})")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ChannelError(f"{name} is not JSON ({exc})") from None
+    except RecursionError:
+        raise ChannelError(f"{name} is not JSON (nested too deeply to parse)") from None
+    if _depth(data) > max_depth:
+        raise ChannelError(f"{name} is not JSON the parent uses (nested deeper than {max_depth} levels)")
+    return data
+
+
 def read_response(scratch: Path, max_bytes: int = RESPONSE_MAX_BYTES) -> dict[str, Any]:
     """The worker's ``response.json``, capped, parsed and schema-checked (``ChannelError`` otherwise)."""
     from graphmend import schemas
 
-    raw = read_file(scratch, "response.json", max_bytes)
-    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")  # at least the values it holds (strings may add)
-    if values > RESPONSE_MAX_VALUES:
-        raise ChannelError(f"response.json holds too many values ({values} separators, over {RESPONSE_MAX_VALUES})")
-    try:
-        response = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ChannelError(f"response.json is not JSON ({exc})") from None
-    except RecursionError:
-        raise ChannelError("response.json is not JSON (nested too deeply to parse)") from None
-    if _depth(response) > RESPONSE_MAX_DEPTH:
-        raise ChannelError(f"response.json is not JSON the parent uses (nested deeper than {RESPONSE_MAX_DEPTH} levels)")
+    response = read_json(scratch, "response.json", max_bytes)
     try:
         schemas.validate("worker-response", response)
     except schemas.SchemaValidationError as exc:

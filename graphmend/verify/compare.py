@@ -56,11 +56,12 @@ class Stats:
 
 def load_tensors(path: Path) -> dict[str, Any]:
     """The tensors a worker saved at ``path`` (in its scratch folder), read through the channel:
-    never a symlink or special file, size-capped, unpickled with ``weights_only``. ``{}`` when the
+    never a symlink or special file, size-capped, a ``torch.save`` archive that unpacks to no
+    more than its size (``check_stored_archive``), unpickled with ``weights_only``. ``{}`` when the
     worker saved none; ``ValueError`` when the file is not what a worker may leave there."""
     import torch
 
-    from graphmend.runner.channel import ChannelError, open_file
+    from graphmend.runner.channel import ChannelError, check_stored_archive, open_file
 
     try:
         f = open_file(path.parent, path.name)
@@ -69,6 +70,10 @@ def load_tensors(path: Path) -> dict[str, Any]:
             return {}
         raise ValueError(str(exc)) from None
     with f:
+        try:
+            check_stored_archive(f, path.name)  # never more bytes in memory than on disk
+        except ChannelError as exc:
+            raise ValueError(str(exc)) from None
         try:
             data = torch.load(f, weights_only=True, map_location="cpu")
         except Exception as exc:  # a truncated or forged file is the arm's error, not ours

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime
 import json
 import re
 import subprocess
@@ -348,9 +349,16 @@ def pull_simple_json(p: Pull) -> dict[str, Any]:
     return d
 
 
+def stamp(object_id: int) -> str:
+    """When the object with ``object_id`` was made: ids are handed out in order, one second
+    apart, so what was made later has a later time (as GitHub's ``created_at``/``submitted_at``)."""
+    return (datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(seconds=object_id)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def review_json(r: Review, repo: str) -> dict[str, Any]:
     d = spec.example("pull-request-review")
-    d.update(id=r.id, state=r.state, body=r.body, commit_id=r.commit_id, user=_user(r.user))
+    d.update(id=r.id, state=r.state, body=r.body, commit_id=r.commit_id, user=_user(r.user), submitted_at=stamp(r.id))
     d["pull_request_url"] = _api(f"/repos/{repo}/pulls/{r.pull}")
     if r.state == "PENDING":
         d.pop("submitted_at", None)
@@ -382,7 +390,8 @@ def review_comment_json(c: ReviewComment, repo: str) -> dict[str, Any]:
 
 def issue_comment_json(c: IssueComment, repo: str) -> dict[str, Any]:
     d = spec.example("issue-comment")
-    d.update(id=c.id, body=c.body, user=_user(c.user), url=_api(f"/repos/{repo}/issues/comments/{c.id}"))
+    d.update(id=c.id, body=c.body, user=_user(c.user), url=_api(f"/repos/{repo}/issues/comments/{c.id}"),
+             created_at=stamp(c.id), updated_at=stamp(c.id))
     d["issue_url"] = _api(f"/repos/{repo}/issues/{c.issue}")
     return d
 
