@@ -44,11 +44,11 @@ class Gather(torch.nn.Module):
 class M(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.gather = Gather()
+        self.pick = Gather()
 
     def forward(self, ids):
         print("looking up", ids.shape)
-        return self.gather(torch.arange(10.0), ids)
+        return self.pick(torch.arange(10.0), ids)
 '''
 
 
