@@ -16,7 +16,7 @@ division, ``.item()``) are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -115,6 +115,8 @@ class Effects:
 
     problems: list[str] = field(default_factory=list)
     nan_prone: list[str] = field(default_factory=list)
+    # Judges an attribute chain (``_reads.Reads.why``): why reading it may raise or run code.
+    reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None
 
     @property
     def ok(self) -> bool:
@@ -167,9 +169,11 @@ def torch_names_of(module: cst.Module) -> _Torch:
     return _Torch(frozenset(torch_names or {"torch"}), frozenset(f_names))
 
 
-def effects(expr: cst.CSTNode, torch: _Torch) -> Effects:
-    """Check that evaluating ``expr`` when the original would not have is harmless."""
-    eff = Effects()
+def effects(expr: cst.CSTNode, torch: _Torch,
+            reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None) -> Effects:
+    """Check that evaluating ``expr`` when the original would not have is harmless. Without
+    ``reads`` an attribute read counts as harmless; with it, every chain is judged by it."""
+    eff = Effects(reads=reads)
     _walk(expr, torch, eff)
     return eff
 
@@ -183,7 +187,15 @@ def _walk(node: cst.CSTNode, t: _Torch, eff: Effects) -> None:  # noqa: C901 - o
             return
         return
     if isinstance(node, cst.Attribute):
-        _walk(node.value, t, eff)
+        if eff.reads is not None:
+            why = eff.reads(node)
+            if why:
+                eff.problems.append(why)
+                return
+        base = node.value
+        while isinstance(base, cst.Attribute):  # the chain is judged whole, not each prefix
+            base = base.value
+        _walk(base, t, eff)
         return
     if isinstance(node, cst.UnaryOperation):
         if isinstance(node.operator, cst.Not):
