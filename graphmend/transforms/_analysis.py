@@ -83,6 +83,7 @@ SCALAR_FUNCS = frozenset(("equal", "allclose", "is_nonzero"))
 STATIC_ATTRS = frozenset("dtype shape ndim device is_cuda is_floating_point training requires_grad layout is_sparse".split())
 STATIC_METHODS = frozenset("dim size numel is_floating_point is_complex element_size".split())
 VIEW_ATTRS = frozenset(("T", "mT", "H", "mH", "real", "imag", "data"))
+RANK_ATTRS = frozenset(("T", "mT", "H", "mH"))  # valid (without a warning) for some ranks only
 DTYPE_NAMES = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 int16 int32 int64 long int short bool uint8 complex64".split()
 )
@@ -819,6 +820,8 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
                 if requirement_met("float", dtypes.get(arg.value.value)):
                     return None
             return shown
+        if expr.attr.value in RANK_ATTRS:
+            return shown  # `x.mT` raises below 2-D, `x.H` off 2-D; `x.T` warns off 2-D
         return None if isinstance(expr.value, (cst.Name, cst.Attribute)) else shape_fallible(expr.value, t, scalars, dtypes)
     if isinstance(expr, cst.UnaryOperation):
         return shape_fallible(expr.expression, t, scalars, dtypes)
