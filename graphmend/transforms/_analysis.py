@@ -16,7 +16,7 @@ division, ``.item()``) are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -83,6 +83,7 @@ SCALAR_FUNCS = frozenset(("equal", "allclose", "is_nonzero"))
 STATIC_ATTRS = frozenset("dtype shape ndim device is_cuda is_floating_point training requires_grad layout is_sparse".split())
 STATIC_METHODS = frozenset("dim size numel is_floating_point is_complex element_size".split())
 VIEW_ATTRS = frozenset(("T", "mT", "H", "mH", "real", "imag", "data"))
+RANK_ATTRS = frozenset(("T", "mT", "H", "mH"))  # valid (without a warning) for some ranks only
 DTYPE_NAMES = frozenset(
     "float16 half bfloat16 float32 float float64 double int8 int16 int32 int64 long int short bool uint8 complex64".split()
 )
@@ -115,6 +116,8 @@ class Effects:
 
     problems: list[str] = field(default_factory=list)
     nan_prone: list[str] = field(default_factory=list)
+    # Judges an attribute chain (``_reads.Reads.why``): why reading it may raise or run code.
+    reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None
 
     @property
     def ok(self) -> bool:
@@ -167,9 +170,11 @@ def torch_names_of(module: cst.Module) -> _Torch:
     return _Torch(frozenset(torch_names or {"torch"}), frozenset(f_names))
 
 
-def effects(expr: cst.CSTNode, torch: _Torch) -> Effects:
-    """Check that evaluating ``expr`` when the original would not have is harmless."""
-    eff = Effects()
+def effects(expr: cst.CSTNode, torch: _Torch,
+            reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None) -> Effects:
+    """Check that evaluating ``expr`` when the original would not have is harmless. Without
+    ``reads`` an attribute read counts as harmless; with it, every chain is judged by it."""
+    eff = Effects(reads=reads)
     _walk(expr, torch, eff)
     return eff
 
@@ -183,7 +188,15 @@ def _walk(node: cst.CSTNode, t: _Torch, eff: Effects) -> None:  # noqa: C901 - o
             return
         return
     if isinstance(node, cst.Attribute):
-        _walk(node.value, t, eff)
+        if eff.reads is not None:
+            why = eff.reads(node)
+            if why:
+                eff.problems.append(why)
+                return
+        base = node.value
+        while isinstance(base, cst.Attribute):  # the chain is judged whole, not each prefix
+            base = base.value
+        _walk(base, t, eff)
         return
     if isinstance(node, cst.UnaryOperation):
         if isinstance(node.operator, cst.Not):
@@ -807,6 +820,8 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
                 if requirement_met("float", dtypes.get(arg.value.value)):
                     return None
             return shown
+        if expr.attr.value in RANK_ATTRS:
+            return shown  # `x.mT` raises below 2-D, `x.H` off 2-D; `x.T` warns off 2-D
         return None if isinstance(expr.value, (cst.Name, cst.Attribute)) else shape_fallible(expr.value, t, scalars, dtypes)
     if isinstance(expr, cst.UnaryOperation):
         return shape_fallible(expr.expression, t, scalars, dtypes)

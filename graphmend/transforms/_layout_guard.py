@@ -25,9 +25,14 @@ tensor under torch.compile, which Dynamo traces as if it were strided (its layou
 ``is_mkldnn`` read as a strided tensor's there), so no check in the program can tell it apart.
 
 The operands are what the site reads: the local names certainly bound before it (parameters,
-earlier assignments), free names that are not imports, functions or classes, and attribute
-chains (``self.weight``) without the metadata and method at their end (``h.dtype`` checks ``h``,
-``x.clamp(...)`` checks ``x``). Lists, tuples and dicts among them are looked into.
+earlier assignments), free names that may hold a tensor (:class:`Scope`: globals, closure
+variables, names bound by ``from m import W``, a closure variable named like a builtin such as
+``input``; not modules, functions or classes of the file, torch's names, unshadowed builtins or
+names that are only called), and attribute chains (``self.weight``, ``tables.W`` of an imported
+module) without the metadata and method at their end (``h.dtype`` checks ``h``, ``x.clamp(...)``
+checks ``x``). Lists, tuples and dicts among them are looked into. Each operand is read once more
+than before (the guard runs first), so :mod:`_reads` must accept it: a property or an attribute
+that may be missing declines the site.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ from typing import Callable, Iterable, Optional
 import libcst as cst
 
 from graphmend.transforms import _analysis as A
+from graphmend.transforms import _reads as R
+from graphmend.transforms._attributes import origins
+from graphmend.transforms._effects import dotted
+from graphmend.transforms.base import iter_nodes
 
 HELPER = "_graphmend_strided"
 
@@ -78,38 +87,68 @@ def helper_code(torch_name: str) -> str:
 '''
 
 
-def module_level_names(module: cst.Module) -> set[str]:
-    """Names a module binds by ``import``, ``def`` or ``class``: never a tensor to check."""
-    out: set[str] = set()
-    for stmt in module.body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-            out.add(stmt.name.value)
-        elif isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-                    for alias in small.names:
-                        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                            out.add(alias.asname.name.value)
-                        else:
-                            out.add(A.dotted(alias.name).split(".")[0])
-    return out
+class Scope:
+    """What the file says about the names a site may read: which are provably not tensors.
+
+    Left out of the guard: functions and classes the module defines, modules bound by
+    ``import`` (an attribute chain rooted at one, ``tables.W``, is an operand), the torch names,
+    names bound by ``from torch... import``, and builtins that nothing in the file rebinds (a
+    closure variable or global named ``input`` is an operand). A name bound by ``from m import
+    W`` may be a tensor table: an operand.
+    """
+
+    def __init__(self, module: cst.Module, t: "A._Torch"):
+        self.defined: set[str] = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+        self.modules = R.imported_modules(module)
+        self.torch = set(t.torch_names) | set(t.f_names)
+        for local, origin in origins(module).items():
+            if origin == "torch" or origin.startswith("torch."):
+                self.torch.add(local)
+        self.bound = _bound_anywhere(module)
+
+    def plain(self, name: str) -> bool:
+        """Whether a free name (not the function's own) may hold a tensor."""
+        if name in self.defined or name in self.torch or name in self.modules:
+            return False
+        return name in self.bound or not hasattr(builtins, name)
+
+
+def _bound_anywhere(module: cst.Module) -> set[str]:
+    """Every name some statement of the file binds (parameters, assignments, loop and ``with``
+    targets, imports, definitions): a builtin's name among them may be shadowed."""
+    found: set[str] = set()
+    for node in iter_nodes(module, (cst.Param, cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For,
+                                    cst.CompFor, cst.AsName, cst.NamedExpr, cst.FunctionDef, cst.ClassDef,
+                                    cst.ImportAlias, cst.Global, cst.Nonlocal)):
+        if isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+            found.add(node.name.value)
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            found.update(n.name.value for n in node.names)
+        elif isinstance(node, cst.ImportAlias):
+            found.add((dotted(node.asname.name) if node.asname is not None else dotted(node.name)).split(".")[0])
+        else:
+            target = {cst.AssignTarget: "target", cst.AnnAssign: "target", cst.AugAssign: "target", cst.For: "target",
+                      cst.CompFor: "target", cst.AsName: "name", cst.NamedExpr: "target"}[type(node)]
+            found.update(n.value for n in iter_nodes(getattr(node, target), (cst.Name,)))
+    return found
 
 
 def operands(nodes: Iterable[Optional[cst.CSTNode]], local: set[str], bound: Callable[[str], bool],
-             excluded: set[str]) -> list[str]:
+             scope: Scope) -> list[str]:
     """The expressions (source text, in order of first appearance) whose values the guard checks.
 
     ``local``: the function's own names (parameters and assigned names); a local one is read only
     when ``bound`` says it is certainly bound before the site (a name the site itself assigns
-    first, a hoisted setup, is computed from the others). ``excluded``: module-level imports,
-    functions and classes, and the torch names.
+    first, a hoisted setup, is computed from the others). ``scope``: which free names are
+    provably not tensors. A name that is only called (``f(x)``) is not one either: a tensor is
+    not callable.
     """
     found: list[str] = []
 
     def usable(name: str) -> bool:
         if name in local:
             return bound(name)
-        return name not in excluded and not hasattr(builtins, name)
+        return scope.plain(name)
 
     def add(text: str) -> None:
         if text not in found:
@@ -128,8 +167,13 @@ def operands(nodes: Iterable[Optional[cst.CSTNode]], local: set[str], bound: Cal
         if callee:
             attrs = attrs[:-1]  # `x.clamp(...)`: the receiver
         keep = next((i for i, a in enumerate(attrs) if a in _TENSOR_ATTRS), len(attrs))
-        if usable(cur.value):
-            add(".".join([cur.value, *attrs[:keep]]))
+        text = ".".join([cur.value, *attrs[:keep]])
+        if cur.value not in local and (cur.value in scope.modules or cur.value in scope.defined):
+            # `tables.W` reads a module's (or a class's) attribute; `tables` or `math` alone is no tensor
+            if text not in scope.modules and text != cur.value and cur.value not in scope.torch:
+                add(text)
+        elif usable(cur.value):
+            add(text)
 
     def walk(node: Optional[cst.CSTNode]) -> None:
         if node is None:
@@ -144,8 +188,8 @@ def operands(nodes: Iterable[Optional[cst.CSTNode]], local: set[str], bound: Cal
         if isinstance(node, cst.Call):
             if isinstance(node.func, cst.Attribute):
                 chain(node.func, callee=True)
-            else:
-                walk(node.func)
+            elif not isinstance(node.func, cst.Name):
+                walk(node.func)  # a name that is only called is no tensor
             for arg in node.args:
                 walk(arg.value)
             return

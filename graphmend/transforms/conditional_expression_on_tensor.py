@@ -22,6 +22,7 @@ from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
+from graphmend.transforms import _reads as R
 from graphmend.transforms import data_dependent_branch as gm101
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
@@ -161,8 +162,10 @@ class ConditionalExpressionOnTensor(Transform):
             pred = A.tensor_predicate(node.test, t, trusted=ctx.verified)
         except A.NotATensor as exc:
             raise _Declined(str(exc)) from None
+        func = source.enclosing(node, (cst.FunctionDef,))
+        reads = R.Reads(source, func, t.torch_names | t.f_names)  # type: ignore[arg-type]
         for k, leaf in enumerate(A.bool_leaves(node.test)):
-            eff = A.effects(leaf, t)
+            eff = A.effects(leaf, t, reads.why)
             if not eff.ok:
                 raise _Declined(f"the condition {eff.problems[0]}")
             # `a or b` becomes `a | b`: every leaf after the first now always runs.
@@ -202,7 +205,10 @@ class ConditionalExpressionOnTensor(Transform):
         # other (sparse, quantized, meta …) gets the original expression, kept after `else`.
         local = gm101._assigned_in(func) | gm101._param_names(func)  # type: ignore[arg-type]
         guard = G.operands([node], local, lambda n: gm101._bound_before(n, node, func, source),  # type: ignore[arg-type]
-                           G.module_level_names(source.module) | set(t.torch_names) | set(t.f_names))
+                           G.Scope(source.module, t))
+        why = gm101.guard_reads(reads, guard)
+        if why:
+            raise _Declined(why)
         parens = {"lpar": node.lpar, "rpar": node.rpar}
         if guard:
             original = A.code(node.with_changes(lpar=[], rpar=[]))

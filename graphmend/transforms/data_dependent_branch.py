@@ -34,6 +34,7 @@ from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
+from graphmend.transforms import _reads as R
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
 
 LINE_LIMIT = 100
@@ -76,7 +77,14 @@ SPARSE_SAFETY = (
     "operands (a list, tuple or dict among them is looked into) that is not strided, dense, unquantized and "
     "off the meta device runs exactly the original code. The check is static under Dynamo (no graph break, "
     "no recompilation on strided inputs), and Dynamo runs frames with sparse or quantized tensors eagerly. "
-    "An arm that makes such a tensor itself (`layout=`, `torch.sparse.*`, `.to_sparse()`) is declined. Not "
+    "An arm that makes such a tensor itself (`layout=`, `torch.sparse.*`, `.to_sparse()`) is declined. The guard "
+    "reads its operands once more than the original did, and the select reads both values: every attribute the "
+    "site reads must be one that cannot raise or run code — a tensor's metadata, torch's constants, a module's "
+    "attribute (`tables.W`), or `self.<name>` bound at the top of `__init__` only to tensors, registered buffers "
+    "or parameters, or numbers (a vetted torch.nn module's `weight`); a property or other descriptor (its getter "
+    "would run on every read), `.grad` (None before backward), an attribute that may be None or missing "
+    "(`self.memory.keys`, one set only by another method), `.imag` of a real tensor, or an attribute of any other "
+    "object declines the site, naming the read. Not "
     "covered: an mkldnn tensor under torch.compile (Dynamo traces it as a strided one, so no check can tell), "
     "and a tensor reached only through an object the site calls (`self.proj(x)` is declined anyway)."
 )
@@ -314,6 +322,7 @@ class DataDependentBranch(Transform):
         torch_name = source.torch_name() or "torch"
         notes: list[str] = []
         safety = Safety.SAFE
+        attr_reads = R.Reads(source, func, t.torch_names | t.f_names)
 
         # 1. the chain: [(test, arm statements)], final arm (None when there is no else)
         chain: list[tuple[cst.BaseExpression, list[cst.BaseSmallStatement]]] = [(node.test, _arm_statements(node.body))]
@@ -352,7 +361,7 @@ class DataDependentBranch(Transform):
                 except A.NotATensor as exc:
                     raise _Declined(str(exc)) from None
                 for k, leaf in enumerate(A.bool_leaves(part)):
-                    eff = A.effects(leaf, t)
+                    eff = A.effects(leaf, t, attr_reads.why)
                     if not eff.ok:
                         raise _Declined(f"the condition {eff.problems[0]}")
                     # `a or b` became `a | b`, and an elif test is evaluated even when an
@@ -388,6 +397,10 @@ class DataDependentBranch(Transform):
             eff = A.effects(part, t)
             if not eff.ok and not isinstance(part, cst.Comparison):
                 raise _Declined(f"the static part of the condition {eff.problems[0]}")
+            # it runs twice where it is false (the guarded `if`, then the kept original)
+            why = attr_reads.check(part)
+            if why:
+                raise _Declined(f"the static part of the condition {why}, and it is evaluated again after the rewrite")
 
         # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         # a condition trusted from Dynamo's report may be a Python value on another call: the
@@ -423,7 +436,7 @@ class DataDependentBranch(Transform):
         # strided one; any other (sparse, quantized, meta …) runs the original `if`, kept below it.
         local = _assigned_in(func) | _param_names(func)
         guard = G.operands([node, following_return], local, lambda n: _bound_before(n, node, func, source),
-                           G.module_level_names(source.module) | set(t.torch_names) | set(t.f_names))
+                           G.Scope(source.module, t))
         nested = bool(static or guard)
         test_names = set().union(*(A.names_in(test) for test, _ in chain))
 
@@ -436,7 +449,7 @@ class DataDependentBranch(Transform):
             names: set[str] = set()
             for s in arm.setups:
                 value = s.value  # type: ignore[attr-defined]
-                eff = A.effects(value, t)
+                eff = A.effects(value, t, self._reads.why)
                 if not eff.ok:
                     raise _Declined(f"the setup statement `{A.code(s)}`: {eff.problems[0]}; it cannot be hoisted")
                 if eff.nan_prone and not self._no_grad:
@@ -590,6 +603,9 @@ class DataDependentBranch(Transform):
 
         if identity:
             raise _Declined(identity)
+        why = guard_reads(attr_reads, guard)
+        if why:
+            raise _Declined(why)
 
         # 5. the replacement, with a static conjunct kept as a Python `if`; with operands to check,
         # `if <static> and _graphmend_strided(...): <select>` and the original `if` as its `elif`
@@ -650,6 +666,8 @@ class DataDependentBranch(Transform):
         """The per-site state :meth:`_check_values` and :meth:`_select_fn` read, all of it in one
         place (GM402 borrows the checks for a single expression, which hoists no setups)."""
         self._no_grad = grad_disabled(source, node)
+        self._reads = R.Reads(source, func, A.torch_names_of(source.module).torch_names
+                              | A.torch_names_of(source.module).f_names)
         self._buffers = buffer_attrs(source, func)
         self._dtypes = dtypes or {}
         self._scalars: frozenset[str] = frozenset()
@@ -667,7 +685,7 @@ class DataDependentBranch(Transform):
                 raise _Declined(
                     f"{what} is the Python value `{A.code(v)}` in one branch; torch.where would turn it into a tensor"
                 )
-            eff = A.effects(v, t)
+            eff = A.effects(v, t, self._reads.why)
             if not eff.ok:
                 raise _Declined(f"{what}: {eff.problems[0]}, and both branches are evaluated after the rewrite")
             if eff.nan_prone:
@@ -780,6 +798,16 @@ def _nan_reason(expr: str) -> str:
     return (f"`{expr}` may be inf/NaN where its branch is not taken; torch.where evaluates both arms and "
             "back-propagates 0 * inf = NaN through the unselected one, and gradients may flow here (no "
             "enclosing torch.no_grad()/inference_mode())")
+
+
+def guard_reads(reads: R.Reads, operands: list[str]) -> Optional[str]:
+    """Why reading one of the layout guard's operands (each read once more, before the select)
+    may raise or run code, or None."""
+    for text in operands:
+        why = reads.check(cst.parse_expression(text))
+        if why:
+            return f"the layout guard {why}; the guard reads it on every call, before the select"
+    return None
 
 
 def buffer_attrs(source: SourceFile, func: cst.FunctionDef) -> frozenset[str]:

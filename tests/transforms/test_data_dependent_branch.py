@@ -473,15 +473,21 @@ def test_branch_that_may_raise_for_other_shapes_is_unsafe():
 
 def test_checked_select_falls_back_to_the_if_when_shapes_differ():
     kept = _src("""
-        @torch.no_grad()
-        def f(self, x):
-            if (x > 0).all():
-                t = self.long
-            else:
-                t = self.short
-            return t
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("long", torch.ones(3))
+                self.register_buffer("short", torch.ones(1, 3))  # broadcasting would turn a [3] into a [1, 3]
+
+            @torch.no_grad()
+            def forward(self, x):
+                if (x > 0).all():
+                    t = self.long
+                else:
+                    t = self.short
+                return t
         """)
-    # attribute reads cannot raise and the helper checks shapes, but the original returns the
+    # the buffers' reads cannot raise and the helper checks shapes, but the original returns the
     # module's own tensor (a caller may update it in place); the select returns a new one
     (declined,) = _outcomes(kept, dynamic=True)
     assert isinstance(declined, Decline) and "`t` leaves the function" in declined.reason, declined
@@ -489,17 +495,13 @@ def test_checked_select_falls_back_to_the_if_when_shapes_differ():
     new = _fixed(text, dynamic=True)
     assert "_graphmend_select((x > 0).all(), self.long * 2, self.short * 3)" in new
 
-    class M:
-        long = torch.ones(3)
-        short = torch.ones(1, 3)  # broadcasting would turn a [3] into a [1, 3]
-
-    before, after = _load(text), _load(new)
+    before, after = _load(text, "M")(), _load(new, "M")()
     for x in (torch.ones(2), -torch.ones(2)):
-        assert after(M, x).shape == before(M, x).shape
-        assert torch.equal(after(M, x), before(M, x))
-    M.short = torch.ones(3)
+        assert after(x).shape == before(x).shape
+        assert torch.equal(after(x), before(x))
+    after.short = torch.ones(3)
     torch._dynamo.reset()
-    compiled = torch.compile(lambda x: after(M, x), backend="eager", fullgraph=True)  # alike: one graph
+    compiled = torch.compile(after, backend="eager", fullgraph=True)  # alike: one graph
     assert torch.equal(compiled(-torch.ones(2)), torch.full((3,), 3.0))
 
 

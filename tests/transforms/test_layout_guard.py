@@ -14,23 +14,29 @@ import libcst as cst
 import pytest
 import torch
 
+from graphmend.transforms import _analysis as A
 from graphmend.transforms import _layout_guard as G
 from graphmend.transforms.base import RuleContext
 from graphmend.transforms.data_dependent_branch import DataDependentBranch
 from graphmend.transforms.engine import fix_text
 
-MODULE = cst.parse_module("import torch\nimport math\nfrom torch import nn\n\n\ndef helper(x):\n    return x\n\n\nSCALE = 2\n")
+MODULE = cst.parse_module("import torch\nimport math\nimport a.b\nfrom torch import nn\nfrom tables import W\n\n\n"
+                          "def helper(x):\n    return x\n\n\ndef make(input):\n    return input\n\n\nSCALE = 2\n")
 
 
 def _operands(expr: str, local=frozenset({"x", "self", "gate", "late"}), bound=lambda n: n != "late"):
-    excluded = G.module_level_names(MODULE) | {"torch"}
-    return G.operands([cst.parse_statement(expr)], set(local), bound, excluded)
+    return G.operands([cst.parse_statement(expr)], set(local), bound, G.Scope(MODULE, A.torch_names_of(MODULE)))
 
 
 @pytest.mark.parametrize("expr,want", [
     ("y = x * 2", ["x"]),  # `y` is assigned by the site: not read
     ("y = x.clamp(max=gate.max())", ["x", "gate"]),  # a method's receiver
-    ("y = torch.finfo(x.dtype).max - math.pi", ["x"]),  # imports and metadata
+    ("y = torch.finfo(x.dtype).max - math.sqrt(2)", ["x"]),  # torch, a module only called, metadata
+    ("y = math.pi * x + a.b.W.T", ["math.pi", "x", "a.b.W"]),  # a module's attribute may be a tensor
+    ("y = a.b.f(x) + nn.functional.relu(x)", ["x"]),  # modules (torch's too) only called
+    ("y = W * 2", ["W"]),  # bound by `from tables import W`: may be a tensor table
+    ("y = input * 2 + len(x)", ["input", "x"]),  # a builtin's name the file rebinds (make's parameter)
+    ("y = abs(x) + max", ["x"]),  # builtins nothing rebinds
     ("y = self.w.T * self.scale.shape[0]", ["self.w", "self.scale"]),
     ("y = late + x", ["x"]),  # not certainly bound before the site
     ("y = xs[0] * SCALE", ["xs", "SCALE"]),  # free names that are not imports, defs or builtins

@@ -1,9 +1,9 @@
-"""Tensors a GM101 arm reads that the layout guard does not check.
+"""Tensors a GM101 arm reads that the layout guard must check.
 
 The guard ``_graphmend_strided(...)`` must see every tensor the ``torch.where`` form computes:
 a sparse tensor it misses makes the arm not taken run (``W - 1`` has no sparse COO kernel),
-so the rewritten program raises where the original returned. Each program here is rewritten
-today, and each runs the rewritten file and the original on a sparse COO tensor (eager:
+so the rewritten program would raise where the original returned. Each program here is
+rewritten, and each runs the rewritten file and the original on a sparse COO tensor (eager:
 Dynamo does not trace sparse tensors, so the compiled program runs the same statement).
 """
 
@@ -13,7 +13,6 @@ import importlib.util
 import itertools
 import warnings
 
-import pytest
 import torch
 
 from graphmend.transforms.base import RuleContext
@@ -65,9 +64,6 @@ def f(gate):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the layout guard drops an attribute chain rooted at an imported module "
-                   "(`tables.W`): a sparse module-level tensor is not checked, the torch.where form computes "
-                   "`tables.W - 1` and raises where the original returned `tables.W * 2`")
 def test_a_sparse_tensor_read_from_an_imported_module_runs_the_original_branch(tmp_path, monkeypatch):
     tables = f"gm_tables_{next(_counter)}"
     (tmp_path / f"{tables}.py").write_text("W = None\n")
@@ -97,9 +93,6 @@ def make(input):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the layout guard skips a free name that shadows a builtin (a closure "
-                   "variable `input`): the sparse tensor it holds is not checked, and the torch.where form "
-                   "computes `input - 1`, which raises where the original returned `input * 2`")
 def test_a_sparse_closure_variable_named_like_a_builtin_runs_the_original_branch(tmp_path):
     rewritten = _rewrite(CLOSURE, 6)
     assert "_graphmend_strided(" in rewritten
@@ -120,16 +113,17 @@ class M(nn.Module):
         self.emb = nn.Embedding(3, 2, sparse=True)
 
     def forward(self, gate):
+        g = self.emb.weight.grad
         if gate.sum() > 0:
-            y = self.emb.weight.grad * 2
+            y = g * 2
         else:
-            y = self.emb.weight.grad - 1
+            y = g - 1
         return y
 '''
 
 
 def test_a_sparse_gradient_of_a_strided_parameter_runs_the_original_branch(tmp_path):
-    rewritten = _rewrite(SPARSE_GRAD, 11)
+    rewritten = _rewrite(SPARSE_GRAD, 12)
     assert "_graphmend_strided(" in rewritten
     outcomes = []
     for text in (SPARSE_GRAD, rewritten):
@@ -155,9 +149,6 @@ def f(gate):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the layout guard skips a name bound by `from ... import` (a tensor "
-                   "table imported from another module): a sparse one is not checked, and the torch.where form "
-                   "computes `W - 1`, which raises where the original returned `W * 2`")
 def test_a_sparse_tensor_imported_by_name_runs_the_original_branch(tmp_path, monkeypatch):
     tables = f"gm_tables_{next(_counter)}"
     (tmp_path / f"{tables}.py").write_text(
@@ -171,3 +162,32 @@ def test_a_sparse_tensor_imported_by_name_runs_the_original_branch(tmp_path, mon
     gate = torch.ones(3)
     assert _outcome(original.f, gate) == ("value", [[0.0, 4.0], [6.0, 0.0]])
     assert _outcome(fixed.f, gate) == _outcome(original.f, gate)
+
+
+GRAD_IN_ARM = '''import torch
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(3, 2)
+
+    @torch.no_grad()
+    def forward(self, gate):
+        if gate.sum() > 0:
+            y = self.emb.weight.grad * 2
+        else:
+            y = self.emb.weight * 0
+        return y
+'''
+
+
+def test_a_gradient_read_in_a_branch_is_declined(tmp_path):
+    """``.grad`` is None until a backward pass: read in the branch not taken (and by the guard),
+    it would raise where the original returned."""
+    result = fix_text("m.py", GRAD_IN_ARM, RuleContext(verified=True), [DataDependentBranch()], {"GM101": [12]})
+    assert result.applied == ()
+    assert "reads `self.emb.weight.grad`; a gradient is None until a backward pass" in result.declined[0].reason
+    model = _load(tmp_path, GRAD_IN_ARM).M()
+    assert model(-torch.ones(3)).tolist() == [[0.0, 0.0]] * 3  # the original returns: grad is never read

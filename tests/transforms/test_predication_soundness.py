@@ -331,7 +331,7 @@ def test_registered_buffers_never_require_grad_so_selecting_them_is_fixed(tmp_pa
     rebound = body.replace("        def forward(self, position_ids):\n",
                            "        def reset(self, t):\n            self.long_inv_freq = t\n\n        def forward(self, position_ids):\n")
     _, result = _fix(rebound)
-    _declined(result, "require grad")
+    _declined(result, "`self.long_inv_freq`")
 
 
 def test_a_non_scalar_condition_after_and_is_unsafe():

@@ -1,0 +1,295 @@
+"""What a predicated site (GM101, GM402) may read where the original did not: attribute reads.
+
+``torch.where`` computes both values, and the layout guard reads every operand before the
+select, so an attribute read in the branch not taken now runs on every call, and one in the
+condition runs twice (guard, then condition). A read is code when the attribute is a property
+or another descriptor (its getter may print, draw random numbers, write state), and it may
+raise where the original never made it: ``self.memory.keys`` while ``self.memory`` is None,
+``x.grad * 2`` before any backward, ``cfg.eps`` on an object without it, ``x.imag`` on a real
+tensor. So every attribute chain a site reads must be one of these, or the site is declined
+with a reason naming the read:
+
+* a chain rooted at ``torch``/``F`` (``torch.float16``) or at a module imported with ``import``
+  (``tables.W``: a module attribute; a module-level ``__getattr__`` is assumed absent);
+* a name, or one of the accepted reads below, followed only by attributes that describe a
+  tensor (``x.dtype``, ``x.shape``, ``self.weight.T``; not ``grad``, which may be None, nor
+  ``imag``, which raises on a real tensor);
+* ``self.<name>`` in a method of a class of this file, where :mod:`_attributes` shows the read
+  runs no getter (no descriptor of that name in this file, no ``__getattr__``, no unvetted base
+  of another file that may define one), ``name`` is bound at the top level of an ``__init__`` of
+  the class or a base in this file (so it is set before any call), and every binding of it in
+  the class, its bases and its subclasses here is a tensor (``nn.Parameter(...)``, a torch
+  factory such as ``torch.ones(...)``, or a registered buffer or parameter: its value is taken
+  to be a tensor, as a function's parameters are, unless it is a literal ``None``) or a
+  Python number (for arithmetic only, never followed by a tensor attribute); never ``del``-ed,
+  never set by ``setattr``. ``self.training`` (nn.Module's own) is accepted as well;
+* ``self.<sub>.weight`` where ``self.<sub>`` is bound that way only to a torch.nn module whose
+  ``weight`` is always a parameter (:data:`WEIGHTED`, checked against torch by the tests), and
+  nothing here assigns ``self.<sub>.<anything>``.
+
+What this cannot see: code in other files that sets such an attribute to None later
+(``model.scale = None`` from a caller).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from graphmend.transforms._attributes import MODULE_ATTRIBUTES, REGISTERS, Attributes, origins
+from graphmend.transforms._effects import code, dotted
+from graphmend.transforms.base import SourceFile, iter_nodes
+
+# Attributes that describe a tensor (or read a view of it) and exist on every tensor.
+TENSOR_ATTRS = frozenset("""
+dtype shape device ndim layout is_cuda is_sparse is_quantized is_nested is_meta is_mkldnn
+requires_grad grad_fn is_leaf T mT H mH real data itemsize nbytes
+""".split())
+# Attributes of torch.finfo(...) / torch.iinfo(...).
+INFO_ATTRS = frozenset("bits eps max min tiny smallest_normal resolution dtype".split())
+# torch.nn modules whose ``weight`` is a Parameter whatever their constructor arguments.
+WEIGHTED = frozenset("""
+Linear Bilinear Embedding EmbeddingBag Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d
+""".split())
+# torch functions that return one tensor (for ``self.x = torch.<f>(...)``).
+TENSOR_FACTORIES = frozenset("""
+zeros ones full empty arange linspace logspace eye rand randn randint randperm tensor as_tensor zeros_like
+ones_like full_like empty_like rand_like randn_like tril triu cat stack
+""".split())
+# Tensor methods that return one tensor (``torch.ones(3).float()``).
+TENSOR_METHODS = frozenset("""
+to float half double bfloat16 long int bool clone detach contiguous view reshape unsqueeze squeeze transpose
+permute expand t mul add sub neg abs exp log sqrt
+""".split())
+
+
+def _chain(node: cst.Attribute) -> tuple[cst.BaseExpression, list[str]]:
+    """``a.b.c`` -> (``a``, ["b", "c"])."""
+    attrs: list[str] = []
+    cur: cst.BaseExpression = node
+    while isinstance(cur, cst.Attribute):
+        attrs.append(cur.attr.value)
+        cur = cur.value
+    attrs.reverse()
+    return cur, attrs
+
+
+def imported_modules(module: cst.Module) -> set[str]:
+    """The dotted module paths the module's top-level ``import`` statements bind, under their
+    local names (``import a.b`` -> ``a``, ``a.b``; ``import a.b as c`` -> ``c``)."""
+    found: set[str] = set()
+    for stmt in module.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import):
+                for a in small.names:
+                    if a.asname is not None:
+                        found.add(dotted(a.asname.name))
+                    else:
+                        parts = dotted(a.name).split(".")
+                        found.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+    return found
+
+
+class Reads:
+    """Judges the attribute reads of one site (see the module docs)."""
+
+    def __init__(self, source: SourceFile, func: Optional[cst.FunctionDef], torch_names: frozenset[str]):
+        self.source = source
+        self.torch_names = torch_names
+        self.modules = imported_modules(source.module)
+        self.classes = {s.name.value: s for s in source.module.body if isinstance(s, cst.ClassDef)}
+        defined = frozenset(self.classes) | frozenset(
+            s.name.value for s in source.module.body if isinstance(s, cst.FunctionDef))
+        self.attributes = Attributes(source, self.classes, defined)
+        self.origins = origins(source.module)
+        self.cls: Optional[str] = None
+        self.self_name: Optional[str] = None
+        owner = source.parent(source.parent(func)) if func is not None else None  # type: ignore[arg-type]
+        if isinstance(owner, cst.ClassDef) and owner.name.value in self.classes and func.params.params \
+                and not any(dotted(d.decorator) in ("staticmethod", "classmethod") for d in func.decorators):
+            self.cls = owner.name.value
+            self.self_name = func.params.params[0].name.value
+        self._kinds: dict[str, Optional[str]] = {}
+
+    def check(self, expr: Optional[cst.CSTNode]) -> Optional[str]:
+        """Why some attribute read in ``expr`` may raise or run code where it did not run, or None."""
+        if expr is None:
+            return None
+        if isinstance(expr, cst.Attribute):
+            base, _ = _chain(expr)
+            return self.why(expr) or self.check(base)
+        if isinstance(expr, cst.Call):
+            receiver = expr.func.value if isinstance(expr.func, cst.Attribute) else expr.func
+            return next((w for w in (self.check(n) for n in [receiver, *expr.args]) if w), None)
+        return next((w for w in (self.check(c) for c in expr.children) if w), None)
+
+    def why(self, node: cst.Attribute) -> Optional[str]:
+        """Why reading the chain ``node`` may raise or run code, or None (a sub-chain of an
+        accepted chain is judged with it, not alone)."""
+        base, attrs = _chain(node)
+        text = code(node)
+        if "imag" in attrs:
+            return f"reads `{text}`; `.imag` raises on a tensor that is not complex"
+        root = base.value if isinstance(base, cst.Name) else None
+        if root is not None and (root in self.torch_names or dotted(base) in self.modules):
+            return None  # torch's constants, a module's attribute
+        k = len(attrs)
+        while k > 0 and attrs[k - 1] in TENSOR_ATTRS:
+            k -= 1
+        if k == 0:
+            return None  # a name or a computed tensor, described (`x.dtype`, `(x + 1).T`)
+        if root is None:
+            if isinstance(base, cst.Call) and dotted(base.func).split(".")[-1] in ("finfo", "iinfo") \
+                    and dotted(base.func).split(".")[0] in self.torch_names and len(attrs) == 1 and attrs[0] in INFO_ATTRS:
+                return None
+            return (f"reads `{text}`, an attribute of a computed value that may be missing or run a getter where "
+                    "its branch was not taken")
+        if "grad" in attrs[:k]:
+            return f"reads `{text}`; a gradient is None until a backward pass, and would raise where its branch was not taken"
+        if root == self.self_name and k in (1, 2):
+            kind, why = self._self_kind(attrs[0])
+            if why:
+                return why
+            if k == 1 and (kind == "tensor" or (kind == "number" and k == len(attrs))):
+                return None
+            if k == 2 and kind == "weighted" and attrs[1] == "weight":
+                return None
+            if kind in ("module", "weighted"):
+                return (f"reads `{text}`, an attribute of the submodule `{root}.{attrs[0]}` that is not shown to be "
+                        "a tensor it always has (None or missing would raise where its branch was not taken)")
+        if root == self.self_name:
+            return (f"reads `{text}`, which is not shown to be a tensor set in `__init__`: it may be None or "
+                    "missing and raise where its branch was not taken")
+        return (f"reads `{text}`, an attribute of `{root}` that is not shown to exist and be a plain tensor (a missing "
+                "attribute, an attribute of None or a property getter would raise or run where its branch was not taken)")
+
+    # -- self.<name> --------------------------------------------------------------------------
+
+    def _self_kind(self, name: str) -> tuple[Optional[str], Optional[str]]:
+        """(what every binding of ``self.name`` is: tensor / number / weighted / module, or None;
+        why reading it may run code, or None)."""
+        assert self.cls is not None
+        unfollowed = self.attributes.unfollowed()
+        if unfollowed:
+            return None, unfollowed
+        getters, why = self.attributes.here(name)
+        if getters:
+            return None, f"reads property `{name}`, whose getter runs on every read"
+        if why:
+            return None, why
+        why = self.attributes.read(self.cls, name)
+        if why:
+            return None, f"reads `self.{name}`, which {why}"
+        if name in MODULE_ATTRIBUTES:
+            return "number", None
+        if name not in self._kinds:
+            self._kinds[name] = self._bindings(name)
+        kind = self._kinds[name]
+        return kind, None
+
+    def _up(self) -> list[cst.ClassDef]:
+        """The class and its bases defined in this file."""
+        seen: list[str] = []
+        todo = [self.cls]
+        while todo:
+            c = todo.pop()
+            if c in seen or c not in self.classes:
+                continue
+            seen.append(c)  # type: ignore[arg-type]
+            todo.extend(dotted(b.value).split(".")[-1] for b in self.classes[c].bases if b.keyword is None)  # type: ignore[index]
+        return [self.classes[c] for c in seen]
+
+    def _bindings(self, name: str) -> Optional[str]:
+        """The one kind of value every binding of ``self.name`` in the family gives, when it is
+        also bound at the top level of an ``__init__`` of the class or a base; else None."""
+        kinds: set[Optional[str]] = set()
+        family = [self.classes[c] for c in self.attributes.family(self.cls)]  # type: ignore[arg-type]
+        for cls in family:
+            for node in iter_nodes(cls.body, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Del, cst.Call)):
+                if isinstance(node, cst.Assign):
+                    for t in node.targets:
+                        if _is_self_attr(t.target, name):
+                            kinds.add(self._value_kind(node.value))
+                        elif any(_is_self_attr(n, name) or _under_self_attr(n, name)
+                                 for n in iter_nodes(t.target, (cst.Attribute,))):
+                            return None  # unpacked into, or an attribute of it assigned
+                elif isinstance(node, cst.AnnAssign) and node.value is not None and _is_self_attr(node.target, name):
+                    kinds.add(self._value_kind(node.value))
+                elif isinstance(node, cst.Del) and any(_is_self_attr(n, name) for n in iter_nodes(node.target, (cst.Attribute,))):
+                    return None
+                elif isinstance(node, cst.Call):
+                    func = dotted(node.func)
+                    first = node.args[0].value if node.args else None
+                    literal = first.evaluated_value if isinstance(first, cst.SimpleString) else None
+                    if func in ("setattr", "delattr", "object.__setattr__") and len(node.args) > 1 \
+                            and dotted(node.args[0].value) == "self":
+                        second = node.args[1].value
+                        if not isinstance(second, cst.SimpleString) or second.evaluated_value == name:
+                            return None
+                    elif func.startswith("self.") and func[5:] in REGISTERS and (literal is None or literal == name):
+                        if literal is None or len(node.args) < 2:
+                            return None
+                        value = node.args[1].value
+                        # a registered buffer or parameter is taken to hold a tensor, as a function's
+                        # parameters are; only an evident None is not
+                        evident_none = isinstance(value, cst.Name) and value.value == "None"
+                        kinds.add(None if evident_none else "module" if func == "self.add_module"
+                                  or func == "self.register_module" else "tensor")
+        if len(kinds) != 1 or None in kinds:
+            return None
+        for cls in self._up():
+            for stmt in cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ():
+                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__" \
+                        and isinstance(stmt.body, cst.IndentedBlock):
+                    for line in stmt.body.body:
+                        if isinstance(line, cst.SimpleStatementLine) and any(_binds(s, name) for s in line.body):
+                            return kinds.pop()
+        return None
+
+    def _value_kind(self, value: cst.BaseExpression) -> Optional[str]:
+        """tensor / number / weighted (a torch.nn module of :data:`WEIGHTED`) / module (another
+        torch.nn module) / None (anything else, None included)."""
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return "number"
+        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+            return "number" if self._value_kind(value.expression) == "number" else None
+        if isinstance(value, cst.BinaryOperation):
+            kinds = {self._value_kind(value.left), self._value_kind(value.right)}
+            return "tensor" if "tensor" in kinds and kinds <= {"tensor", "number"} else None
+        if not isinstance(value, cst.Call):
+            return None
+        func = dotted(value.func)
+        head, _, rest = func.partition(".")
+        full = self.origins.get(head, head) + ("." + rest if rest else "")
+        if full in ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"):
+            return "tensor"
+        if full.startswith("torch.nn.") and full.count(".") == 2:
+            return "weighted" if full.rsplit(".", 1)[1] in WEIGHTED else "module"
+        if head in self.torch_names and rest in TENSOR_FACTORIES:
+            return "tensor"
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in TENSOR_METHODS \
+                and self._value_kind(value.func.value) == "tensor":
+            return "tensor"
+        return None
+
+
+def _is_self_attr(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, cst.Attribute) and dotted(node.value) == "self" and node.attr.value == name
+
+
+def _under_self_attr(node: cst.CSTNode, name: str) -> bool:
+    """``self.name.<anything>`` (an attribute of it assigned)."""
+    return isinstance(node, cst.Attribute) and _is_self_attr(node.value, name)
+
+
+def _binds(small: cst.BaseSmallStatement, name: str) -> bool:
+    if isinstance(small, cst.Assign):
+        return any(_is_self_attr(t.target, name) for t in small.targets)
+    if isinstance(small, cst.AnnAssign):
+        return small.value is not None and _is_self_attr(small.target, name)
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        return (dotted(call.func) in {f"self.{r}" for r in REGISTERS} and bool(call.args)
+                and isinstance(call.args[0].value, cst.SimpleString) and call.args[0].value.evaluated_value == name)
+    return False
