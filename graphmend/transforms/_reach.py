@@ -32,6 +32,12 @@ registered in this file blocks it; one registered elsewhere is the runtime's to 
 outermost boundary looks for hooks under the entry on every call (``_graphmend_hooked``) and
 keeps the check in Python while there is one.
 
+Code this file cannot read (another file's module or function, a function passed in, a callable
+an instance holds that this file does not show) may call back into any function of this file after
+writing state: an entry whose region may run such a call is not clean (``_callback``), and the
+runtime keeps the check in Python while a module or callable of another file is held under the
+entry.
+
 A caller that cannot be enumerated (the function or method passed around as a value) blocks
 every entry. A call into the chain inside a ``try`` with handlers blocks the entries through it
 (under compile the handler would not see the original exception).
@@ -143,6 +149,8 @@ class _Program:
             c = todo.pop()
             if c in seen:
                 continue
+            if c not in self.classes:
+                return True
             seen.add(c)
             for b in self.bases(c):
                 if b not in self.classes:
@@ -423,7 +431,9 @@ def _fresh_value(value: cst.BaseExpression, t) -> bool:
 
 def before(source: SourceFile, site: cst.CSTNode) -> Before:
     """What may run before ``site`` in a compiled region, per entry (see the module's doc)."""
-    from graphmend.transforms._boundary import enclosing_function, inside_try, module_classes_with_forward
+    from graphmend.transforms._boundary import compiled_functions, enclosing_function, inside_try, module_classes_with_forward
+    from graphmend.transforms._boundary import _outermost_function as _outermost
+    from graphmend.transforms._callback import entry_callback
 
     program = _Program(source)
     fn = enclosing_function(source, site)
@@ -473,6 +483,18 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
                 extra = (f"the call at line {source.line(call)} is inside the `try` at line {source.line(handler)}, whose "
                          "handlers would not see the original exception: under compile the assertion fails the whole graph")
             todo.append((caller, call, extra))
+    # Code this file cannot read may call back into any of its functions after writing state: an
+    # entry whose region may run such code is not clean (``_callback``).
+    for entry in sorted(reached - set(reasons)):
+        why = entry_callback(program, program.resolve(entry, "forward"))
+        if why:
+            reasons[entry] = f"{why} {LOST}"
+    outer = _outermost(source, site)
+    if outer is not None and outer.name.value in compiled_functions(source) and source.parent(outer) is source.module:
+        why = entry_callback(program, outer)
+        if why:
+            result.blocked = f"{why} {LOST}"
+            return result
     result.dirty = {e: reasons[e] for e in sorted(reached) if e in reasons}
     result.clean = tuple(sorted(reached - set(reasons)))
     return result
