@@ -44,6 +44,7 @@ from typing import Optional
 
 import libcst as cst
 
+from graphmend.transforms._callers import _innermost, _is_super
 from graphmend.transforms._effects import CONTAINER_METHODS, code, dotted
 
 # torch functions that call a callable they are given (a checkpointed forward, a mapped function).
@@ -423,13 +424,6 @@ def _local_binding(program, fn: cst.FunctionDef, name: str) -> bool:
                for t in _nodes(program, fn.body, (cst.AssignTarget, cst.AugAssign, cst.For, cst.NamedExpr)))
 
 
-def _innermost(source, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-    cur = source.parent(node)
-    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Lambda)):
-        cur = source.parent(cur)
-    return cur
-
-
 def calls_back(program, node: cst.CSTNode, fn: cst.FunctionDef) -> str:
     """Why ``node`` in ``fn`` may run code this analysis cannot read, which may call back into this
     file ('' if it cannot)."""
@@ -483,10 +477,6 @@ def calls_back(program, node: cst.CSTNode, fn: cst.FunctionDef) -> str:
                 and "not known to leave" not in why:
             return ""
     return f"{why}; it may run code this analysis does not read, which may call back into this file after writing state"
-
-
-def _is_super(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super"
 
 
 def _local_function(program, func: cst.CSTNode, fn: cst.FunctionDef) -> bool:
@@ -565,7 +555,8 @@ def unread_after(source, call: cst.Call) -> Optional[str]:
     a callable an instance holds) is as common after a deferred warning in real models as
     ``self.embed_tokens(ids)`` (``set_input_embeddings`` may put anything there), and judging it
     the same way would leave most deferrals unsafe; see the notes of ``_deferral``."""
-    from graphmend.transforms._boundary import _outermost_function, _same_loop
+    from graphmend.transforms._boundary import _outermost_function
+    from graphmend.transforms._region import _same_loop
     from graphmend.transforms._reach import _Program
 
     fn = _outermost_function(source, call)

@@ -45,6 +45,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Fix, Safety, fingerprint
 from graphmend.transforms import _boundary as B
+from graphmend.transforms import _region as R
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._callback import unread_after
 from graphmend.transforms._deferral_entries import failure_after, foreign_entries
@@ -118,8 +119,8 @@ class DeferredCallRule(Transform):
         if isinstance(runtime, str):
             return self.decline(source, call, runtime)
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
-        raises = B.region_may_raise(source, call)
-        faults, entries = B.entry_faults(source, call)
+        raises = R.region_may_raise(source, call)
+        faults, entries = R.entry_faults(source, call)
         if foreign:
             # Recorded only under the entries of other files whose code was read (and under none
             # of this file's: no boundary here is proven to run after the call).
