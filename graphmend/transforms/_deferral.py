@@ -29,8 +29,12 @@ stacks of its breaks name and whose code after the call was read (``_deferral_en
 ``entries=(__name__.rsplit('.', 2)[0] + '.models.x.modeling_x.XModel',)``. Without ``entries=``
 a call records only under an entry of its own file. Output that stays immediate makes a site
 ``unsafe`` (it would come out before the deferred output although it ran after it): an output
-call that cannot be deferred, a helper of this file that prints, or (dynamic mode) a call that
-ran into an output break of another file when the target ran.
+call that cannot be deferred, a helper of this file that prints, a call after it in its function
+of a function handed in as an argument (``fn(y)``: ``_callback.unread_after``), or (dynamic mode)
+a call that ran into an output break of another file when the target ran. Not judged (a known
+limit): other code this analysis does not read after the call in the same region (another file's
+function or module, a callable an instance holds that this file does not show), whose output
+stays immediate too.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Fix, Safety, fingerprint
 from graphmend.transforms import _boundary as B
+from graphmend.transforms import _region as R
 from graphmend.transforms._analysis import dotted
+from graphmend.transforms._callback import unread_after
 from graphmend.transforms._deferral_entries import failure_after, foreign_entries
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
@@ -113,8 +119,8 @@ class DeferredCallRule(Transform):
         if isinstance(runtime, str):
             return self.decline(source, call, runtime)
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
-        raises = B.region_may_raise(source, call)
-        faults, entries = B.entry_faults(source, call)
+        raises = R.region_may_raise(source, call)
+        faults, entries = R.entry_faults(source, call)
         if foreign:
             # Recorded only under the entries of other files whose code was read (and under none
             # of this file's: no boundary here is proven to run after the call).
@@ -158,6 +164,12 @@ class DeferredCallRule(Transform):
             safety = Safety.UNSAFE
             notes += (f" Unsafe: {immediate} in the same function stays immediate, so under compile it may "
                       f"appear before this deferred output although it ran after it.")
+        unread = unread_after(source, call)
+        if unread and not immediate:
+            safety = Safety.UNSAFE
+            notes += (f" Unsafe: {unread}, after the call in the same compiled region: code this analysis does not "
+                      "read, whose own output (its file is not rewritten) would appear before this deferred output "
+                      "although it ran after it.")
         return Fix(
             rule=self.code,
             title=f"defer {shown}(...) out of the compiled region",

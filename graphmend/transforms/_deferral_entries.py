@@ -35,6 +35,7 @@ import libcst as cst
 from graphmend.model import Frame
 from graphmend.transforms._analysis import PURE_METHODS
 from graphmend.transforms import _boundary as B
+from graphmend.transforms import _region as R
 from graphmend.transforms.base import RuleContext, SourceError, SourceFile, iter_nodes
 
 # Frames of torch's own module call plumbing, between a forward and the method it calls.
@@ -170,7 +171,7 @@ def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
     """Why something that runs after ``call`` in its function (or again in a loop around it), or in
     what that runs, may fail on the values it is given inside the same compiled graph, or None.
 
-    What the same-file case checks (:func:`B.region_may_raise`: a check that may be lowered in a
+    What the same-file case checks (:func:`R.region_may_raise`: a check that may be lowered in a
     class in the graph with this one, an index held in a tensor after the call) and, following
     every call made after it into the functions, methods and submodules of this file whole: an
     indexing call or subscript by a tensor, a lookup module (``nn.Embedding``: an id out of range
@@ -179,7 +180,7 @@ def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
     file's method or module, a value it cannot name) is not shown free of failures."""
     from graphmend.transforms._reach import _Program
 
-    reason = B.region_may_raise(source, call)
+    reason = R.region_may_raise(source, call)
     if reason:
         return reason
     func = B.enclosing_function(source, call)
@@ -189,7 +190,7 @@ def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
     inside = {id(n) for n in iter_nodes(call, (cst.Call, cst.Subscript))}
     after = [n for n in iter_nodes(func.body, (cst.Call, cst.Subscript)) if id(n) not in inside and (
         (source.positions[n].start.line, source.positions[n].start.column) >= (start.line, start.column)
-        or B._same_loop(source, n, call, func))]
+        or R._same_loop(source, n, call, func))]
     program = _Program(source)
     return _failure_in(program, after, func, {id(func)})
 
@@ -199,10 +200,10 @@ def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int]) -> Option
 
     source = program.source
     owner = program.owner.get(id(func))
-    tensors = B._tensor_names(func)
+    tensors = R._tensor_names(func)
     for node in nodes:
         where = f"at {source.path}:{source.line(node)}"
-        fault = B._value_fault(node, tensors)
+        fault = R._value_fault(node, tensors)
         if fault:
             return (f"`{fault}` {where} may fail on the values it is given (an index out of range) after the call in "
                     "the same compiled graph, and the records of a graph that fails are lost")
@@ -228,7 +229,7 @@ def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int]) -> Option
 def _resolve(program, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
     """The functions of this file ``call`` runs, and why it may run code not read (or '' if not).
 
-    What may fail on values is judged by :func:`B._value_fault` (indexing calls by name); here
+    What may fail on values is judged by :func:`R._value_fault` (indexing calls by name); here
     only whose code runs matters: a function, method or submodule of this file is followed; a
     torch function, a builtin, a method of a value (a tensor's) runs no code of the repository;
     anything else (a function of another module, a method or submodule another file defines, a

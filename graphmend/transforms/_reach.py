@@ -32,6 +32,12 @@ registered in this file blocks it; one registered elsewhere is the runtime's to 
 outermost boundary looks for hooks under the entry on every call (``_graphmend_hooked``) and
 keeps the check in Python while there is one.
 
+Code this file cannot read (another file's module or function, a function passed in, a callable
+an instance holds that this file does not show) may call back into any function of this file after
+writing state: an entry whose region may run such a call is not clean (``_callback``), and the
+runtime keeps the check in Python while a module or callable of another file is held under the
+entry.
+
 A caller that cannot be enumerated (the function or method passed around as a value) blocks
 every entry. A call into the chain inside a ``try`` with handlers blocks the entries through it
 (under compile the handler would not see the original exception).
@@ -48,6 +54,7 @@ import libcst as cst
 
 from graphmend.transforms._analysis import FRESH, PURE_METHODS, torch_names_of
 from graphmend.transforms._attributes import Attributes
+from graphmend.transforms._callers import callers as find_callers
 from graphmend.transforms._effects import CONTAINER_METHODS, NON_WRITING_BUILTINS, NON_WRITING_MODULES, Modules, call_writes, code, dotted
 from graphmend.transforms.base import SourceFile, iter_nodes
 
@@ -143,6 +150,8 @@ class _Program:
             c = todo.pop()
             if c in seen:
                 continue
+            if c not in self.classes:
+                return True
             seen.add(c)
             for b in self.bases(c):
                 if b not in self.classes:
@@ -423,7 +432,9 @@ def _fresh_value(value: cst.BaseExpression, t) -> bool:
 
 def before(source: SourceFile, site: cst.CSTNode) -> Before:
     """What may run before ``site`` in a compiled region, per entry (see the module's doc)."""
-    from graphmend.transforms._boundary import enclosing_function, inside_try, module_classes_with_forward
+    from graphmend.transforms._boundary import compiled_functions, enclosing_function, inside_try, module_classes_with_forward
+    from graphmend.transforms._boundary import _outermost_function as _outermost
+    from graphmend.transforms._callback import entry_callback
 
     program = _Program(source)
     fn = enclosing_function(source, site)
@@ -462,7 +473,7 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
                     reached.add(entry)
                     if why and entry not in reasons:
                         reasons[entry] = why
-        callers, unknown = _callers(program, f, owner)
+        callers, unknown = find_callers(program, f, owner)
         if unknown:
             result.blocked = unknown
             return result
@@ -473,6 +484,18 @@ def before(source: SourceFile, site: cst.CSTNode) -> Before:
                 extra = (f"the call at line {source.line(call)} is inside the `try` at line {source.line(handler)}, whose "
                          "handlers would not see the original exception: under compile the assertion fails the whole graph")
             todo.append((caller, call, extra))
+    # Code this file cannot read may call back into any of its functions after writing state: an
+    # entry whose region may run such code is not clean (``_callback``).
+    for entry in sorted(reached - set(reasons)):
+        why = entry_callback(program, program.resolve(entry, "forward"))
+        if why:
+            reasons[entry] = f"{why} {LOST}"
+    outer = _outermost(source, site)
+    if outer is not None and outer.name.value in compiled_functions(source) and source.parent(outer) is source.module:
+        why = entry_callback(program, outer)
+        if why:
+            result.blocked = f"{why} {LOST}"
+            return result
     result.dirty = {e: reasons[e] for e in sorted(reached) if e in reasons}
     result.clean = tuple(sorted(reached - set(reasons)))
     return result
@@ -511,105 +534,6 @@ def _unfollowed_code(program: _Program) -> Optional[str]:
             return (f"`{code(node.func)}(...)` at line {source.line(node)} registers a hook, which runs in the graph "
                     "around a module's forward and is not followed")
     return program.attributes.unfollowed()
-
-
-def _callers(program: _Program, fn: cst.FunctionDef, owner: Optional[str]) -> tuple[list[tuple[cst.FunctionDef, cst.Call]], str]:
-    """The (function, call) pairs of this file that call ``fn``, and why they cannot all be
-    found (a reference that is not a plain call), if so. Calls at module level run on import,
-    not under compile."""
-    from graphmend.transforms._boundary import _outermost_function
-
-    source = program.source
-    name = fn.name.value
-    found: list[tuple[cst.FunctionDef, cst.Call]] = []
-    if owner is None:
-        for n in iter_nodes(source.module, (cst.Name,)):
-            if n.value != name or n is fn.name:
-                continue
-            parent = source.parent(n)
-            if isinstance(parent, cst.Attribute) and parent.attr is n:
-                continue
-            g = _outermost_function(source, n)
-            if isinstance(parent, cst.Call) and parent.func is n:
-                if g is not None and _innermost(source, n) is not g:
-                    return [], f"{name} is called at line {source.line(n)} in a nested function, whose calls are not followed"
-                if g is not None:
-                    found.append((g, parent))
-                continue
-            return [], f"{name} is used at line {source.line(n)} other than by a call, so its callers cannot all be found"
-        return found, ""
-    family = program.subclasses(owner) | program._ancestors(owner)
-    for n in iter_nodes(source.module, (cst.Attribute,)):
-        if n.attr.value != name:
-            continue
-        parent = source.parent(n)
-        g = _outermost_function(source, n)
-        cls = program.owner.get(id(g)) if g is not None else None
-        via_self = dotted(n.value) == "self" and cls in family
-        via_super = _is_super(n.value) and cls in family
-        if not (via_self or via_super) or not (isinstance(parent, cst.Call) and parent.func is n):
-            if name == "forward" and (via_self or via_super or dotted(n.value) != "self"):
-                return [], f"`{code(n)}` at line {source.line(n)} may run {owner}.forward other than as a module call"
-            if name != "forward":
-                return [], f"`{code(n)}` at line {source.line(n)} may reach {owner}.{name} other than by `self.{name}(...)`"
-            continue
-        assert g is not None and cls is not None
-        if _innermost(source, n) is not g:
-            return [], f"`{code(parent)}` at line {source.line(n)} is in a nested function, whose calls are not followed"
-        if via_self:
-            targets = program.dispatch(cls, name)[0]
-        else:
-            targets = [f for b in program.bases(cls) for f in [program.resolve(b, name)] if f is not None]
-        if any(t is fn for t in targets):
-            found.append((g, parent))
-    if name == "forward":
-        mine = program.subclasses(owner)
-        for c in sorted(program.classes):
-            held = 0
-            for g in program.methods(c).values():
-                for call in iter_nodes(g, (cst.Call,)):
-                    f = call.func
-                    if isinstance(f, cst.Attribute) and dotted(f.value) == "self":
-                        kinds = program.submodule(c, f.attr.value)
-                        if kinds and set(kinds) & mine:
-                            if _innermost(source, call) is not g:
-                                return [], f"`{code(call)}` at line {source.line(call)} is in a nested function, whose calls are not followed"
-                            found.append((g, call))
-            for node in iter_nodes(program.classes[c].body, (cst.Assign,)):
-                if isinstance(node.value, cst.Call) and dotted(node.value.func) in mine and all(
-                        isinstance(t.target, cst.Attribute) and dotted(t.target.value) == "self" for t in node.targets):
-                    held += 1
-            mentions = sum(1 for n in iter_nodes(program.classes[c].body, (cst.Name,))
-                           if n.value in mine and not _type_check(source, n))
-            if c not in mine and mentions != held:
-                return [], (f"{c} refers to {owner} other than as `self.name = {owner}(...)` (a module list, a "
-                            "type check), so the calls of its forward cannot all be found")
-    return found, ""
-
-
-def _innermost(source: SourceFile, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-    cur = source.parent(node)
-    while cur is not None and not isinstance(cur, (cst.FunctionDef, cst.Lambda)):
-        cur = source.parent(cur)
-    return cur
-
-
-def _type_check(source: SourceFile, name: cst.Name) -> bool:
-    """Whether ``name`` is only read as a type: ``isinstance(x, Name)``, an annotation."""
-    cur = source.parent(name)
-    while isinstance(cur, (cst.Element, cst.Tuple, cst.Subscript, cst.SubscriptElement, cst.Index, cst.Attribute)):
-        cur = source.parent(cur)
-    if isinstance(cur, cst.Annotation):
-        return True
-    if isinstance(cur, cst.Arg):
-        call = source.parent(cur)
-        return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "issubclass")
-                and len(call.args) == 2 and call.args[1] is cur)
-    return False
-
-
-def _is_super(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super"
 
 
 def _self_attrs(cls: cst.ClassDef) -> set[str]:

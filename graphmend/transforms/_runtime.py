@@ -247,11 +247,15 @@ def _graphmend_stale():
 _graphmend_hook_dicts = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
-def _graphmend_hooked(arguments):
-    # Whether a module hook may run Python code inside a compiled call with ``arguments``: one on
-    # a module among them (``self`` for a forward) or under it, or a global one (register_module_forward_hook & co.), registered in any file.
-    # Dynamo traces hooks into the graph, where a write they make before a lowered check is lost
-    # when the check fails; the fix cannot see them, so the check keeps its Python form.
+@_graphmend_torch.compiler.disable  # run from an eager boundary's frame: never traced
+def _graphmend_hooked(arguments, home=None):
+    # Whether code the fix did not read may run inside a compiled call with ``arguments``: a module
+    # hook on a module among them (``self`` for a forward) or under it, or a global one
+    # (register_module_forward_hook & co.), registered in any file; or, under them, a module of a
+    # class, or a callable attribute, defined outside ``home`` (the rewritten file's module) and not
+    # torch's own (nor transformers' activations): it may call back into ``home`` after writing
+    # state. Dynamo traces all of it into the graph, where a write made before a lowered check is
+    # lost when the check fails; so the check keeps its Python form.
     # Run on every call of the outermost boundary: a flat walk of the module dicts (modules() is
     # a generator per level, several times slower on deep trees).
     registry = _graphmend_torch.nn.modules.module
@@ -266,8 +270,24 @@ def _graphmend_hooked(arguments):
         state = sub.__dict__
         if any(state.get(name) for name in _graphmend_hook_dicts):
             return True
-        todo.extend(state.get("_modules", {}).values())
+        children = state.get("_modules", {})
+        if home is not None:
+            kind = type(sub)
+            if not _graphmend_read(kind, home) or any(hasattr(kind, name) for name in children):
+                return True  # another file's module, or a child a class attribute shadows
+            if any(callable(v) and not isinstance(v, _graphmend_torch.nn.Module) and not _graphmend_read(v, home)
+                   for v in state.values()):
+                return True
+        todo.extend(children.values())
     return False
+
+
+def _graphmend_read(value, home):
+    # Whether a class or callable is the rewritten file's own (``home``), torch's or transformers'
+    # activations' (none of them calls back into the file).
+    owner = getattr(value, "__module__", None) if isinstance(value, type) else getattr(
+        value, "__module__", getattr(type(value), "__module__", None))
+    return isinstance(owner, str) and (owner == home or owner == "torch" or owner.startswith(("torch.", "transformers.activations")))
 
 
 def _graphmend_trap(condition, exc_type, message, raise_when=True, entries=None):
@@ -361,7 +381,7 @@ def _graphmend_boundary(function, name=None, method=False):
         region.entry = name if own is None else type(own).__module__ + "." + type(own).__qualname__
         hooked = getattr(region, "hooked", True)
         if region.bounded:  # a module hook may run in the region it starts: no check is lowered there
-            region.hooked = _graphmend_hooked(args)
+            region.hooked = _graphmend_hooked(args, getattr(function, "__module__", None))
         try:
             result = function(*args, **kwargs)
         except BaseException as error:

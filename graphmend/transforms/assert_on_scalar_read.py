@@ -32,6 +32,7 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Edit, Fix, Safety
 from graphmend.transforms import _boundary as B
+from graphmend.transforms import _trap as T
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 HELPER = "_graphmend_item_compare"
@@ -262,11 +263,11 @@ class AssertOnScalarRead(Transform):
         if handler is not None:
             raise _Declined(f"the assert is inside the `try` at line {source.line(handler)}, whose handlers would not see the "
                             "in-graph assertion's failure at this line")
-        caller_try = B.try_in_callers(source, node)
+        caller_try = T.try_in_callers(source, node)
         if caller_try is not None:
             raise _Declined(f"the `try` at line {source.line(caller_try)} may call this check; under compile the assertion fails "
                             "the whole graph, so its handler would not see AssertionError")
-        written = B.state_written_before(source, node)
+        written = T.state_written_before(source, node)
         if written:
             raise _Declined(written)
         tensor = _item_receiver(reads[0])
@@ -275,7 +276,7 @@ class AssertOnScalarRead(Transform):
             inner = f'{HELPER}({source.code(tensor)}, "{op}", {source.code(right)})'
         else:
             inner = f'{HELPER}({source.code(left)}, "{op}", {source.code(tensor)}, "right")'
-        new_test = f"{B.TRAP}({inner}, AssertionError, {message!r}, False{B.entries_argument(source, node)})"
+        new_test = f"{B.TRAP}({inner}, AssertionError, {message!r}, False{T.entries_argument(source, node)})"
         edit = _replace_text(source, test, new_test)
         runtime = B.runtime_edits(source, ctx)
         if isinstance(runtime, str):
@@ -284,7 +285,7 @@ class AssertOnScalarRead(Transform):
         notes = ("Eager mode is unchanged. Under torch.compile on CPU, where the comparison on the tensor is exact, the "
                  f"check is torch._assert_async in the graph and AssertionError({message!r}) is raised again by the "
                  "boundary; elsewhere the Python comparison (and its break) stays.")
-        return B.trap_fix(self.code, f"check `{source.code(test)}` on the tensor inside the graph (AssertionError restored after the call)",
+        return T.trap_fix(self.code, f"check `{source.code(test)}` on the tensor inside the graph (AssertionError restored after the call)",
                           source, node, ctx, edits, runtime[1], notes, "the Python comparison (and its graph break)")
 
 

@@ -27,6 +27,8 @@ import libcst as cst
 
 from graphmend.model import Category, Decline, Edit, Fix, Safety
 from graphmend.transforms import _boundary as B
+from graphmend.transforms import _region as R
+from graphmend.transforms import _trap as T
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 _BEFORE = '''import torch
@@ -185,11 +187,11 @@ class RaiseOnTensorCondition(Transform):
         handler = B.inside_try(source, node)
         if handler is not None:
             return self.decline(source, node, f"the check is inside the `try` at line {source.line(handler)}, whose handlers expect {name}, not the assertion's RuntimeError")
-        caller_try = B.try_in_callers(source, node)
+        caller_try = T.try_in_callers(source, node)
         if caller_try is not None:
             return self.decline(source, node, f"the `try` at line {source.line(caller_try)} may call this check; under compile "
                                 "the assertion fails the whole graph, so its handler would not see {name}".replace("{name}", name))
-        written = B.state_written_before(source, node)
+        written = T.state_written_before(source, node)
         if written:
             return self.decline(source, node, written)
         if B.enclosing_function(source, node) is None:
@@ -201,7 +203,7 @@ class RaiseOnTensorCondition(Transform):
         if isinstance(lowered, str):
             return self.decline(source, node, lowered)
         prefix, inner_suffix = lowered
-        suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + B.entries_argument(source, node) + ")"
+        suffix = inner_suffix + f", {name}, {message!r}" + ("" if raise_when else ", False") + T.entries_argument(source, node) + ")"
         edit = B.wrap_text(source, test, prefix, suffix)
         runtime = B.runtime_edits(source, ctx)
         if isinstance(runtime, str):
@@ -211,7 +213,7 @@ class RaiseOnTensorCondition(Transform):
             f"Eager mode is unchanged. Under torch.compile on CPU the check is torch._assert_async in the graph and "
             f"{name}({message!r}) is raised again by the boundary; on other devices the Python branch stays."
         )
-        return B.trap_fix(self.code, f"lower `raise {name}` under a tensor condition to an in-graph assertion",
+        return T.trap_fix(self.code, f"lower `raise {name}` under a tensor condition to an in-graph assertion",
                           source, node, ctx, edits, runtime[1], notes, "the branch (and its graph break)")
 
 
@@ -266,7 +268,7 @@ def _candidate(node: cst.If) -> bool:
     test = node.test
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
-    return B.lowerable_condition(test)
+    return R.lowerable_condition(test)
 
 
 def _literal(expr: cst.BaseExpression) -> Optional[str]:

@@ -276,9 +276,9 @@ DRIVE = textwrap.dedent('''
 SHAPES = ("compiled-under-eager", "compiled-under-eager-prints", "compiled-inside-compiled", "boundary-after-a-graph-break",
           "recursion-eager", "recursion-compiled", "generator-eager", "generator-compiled", "after-an-exception",
           "second-thread", "second-thread-prints", "wrapped-compile-site")
-# A known hole of the proof, not of the runtime: compiled ``lib.Block`` inlines a submodule of the
-# driver that writes state and then calls ``lib.check``; that path runs through code the fix cannot
-# read, so ``lib.Block`` passes for clean and the check is lowered in a graph that wrote first.
+# Compiled ``lib.Block`` inlines a submodule of the driver that writes state and then calls
+# ``lib.check``: code the fix cannot read, calling back. The proof cannot see what ``self.inner``
+# holds; the runtime does (a module of another file under the entry keeps the check in Python).
 UNSEEN = "compiled-with-a-submodule-of-another-file"
 
 # Shapes whose check runs in a region a proven lib entry starts: the fixed program lowers it
@@ -328,7 +328,6 @@ def test_a_check_in_a_region_a_proven_entry_starts_is_lowered(runs, shape):
     assert fixed[shape]["breaks"] < original[shape]["breaks"]
 
 
-@pytest.mark.xfail(strict=True, reason="the proof does not see a submodule of another file calling back into this file")
 def test_a_submodule_of_another_file_that_calls_back_keeps_its_state(runs):
     original, fixed, _ = runs
     assert fixed[UNSEEN]["seen"] == original[UNSEEN]["seen"]

@@ -2,7 +2,7 @@
 ``forward`` and the check counts, and a check in a module-level helper is lowered only under the
 entries whose paths to it write nothing first.
 
-Static tests use GM303 (GM301 shares the analysis through ``_boundary.state_written_before``);
+Static tests use GM303 (GM301 shares the analysis through ``_trap.state_written_before``);
 the differential test runs the original and the fixed program eagerly and compiled (eager and
 aot_eager backends), both outcomes of each check, and compares values, exceptions and the
 module state left after the call.
