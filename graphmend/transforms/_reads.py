@@ -164,6 +164,21 @@ class Reads:
         return (f"reads `{text}`, an attribute of `{root}` that is not shown to exist and be a plain tensor (a missing "
                 "attribute, an attribute of None or a property getter would raise or run where its branch was not taken)")
 
+    def why_evaluated(self, node: cst.Attribute) -> Optional[str]:
+        """Like :meth:`why`, for a chain the original reads on every call before anything else of
+        the site (the first test's first leaf): the rewrite reads it again (the layout guard, then
+        the select's condition), so it must run no getter, but it may be None or missing, since
+        then the original raised there too. ``self.limit`` set from a constructor argument is
+        such a read; ``self.config.limit`` is not (``config``'s class is not known here)."""
+        base, attrs = _chain(node)
+        k = len(attrs)
+        while k > 0 and attrs[k - 1] in TENSOR_ATTRS:
+            k -= 1
+        if isinstance(base, cst.Name) and base.value == self.self_name and k == 1 and "grad" not in attrs \
+                and "imag" not in attrs:
+            return self._self_kind(attrs[0])[1]
+        return self.why(node)
+
     # -- self.<name> --------------------------------------------------------------------------
 
     def _self_kind(self, name: str) -> tuple[Optional[str], Optional[str]]:

@@ -35,7 +35,7 @@ from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
 from graphmend.transforms import _reads as R
-from graphmend.transforms.base import RuleContext, SourceFile, Transform
+from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 LINE_LIMIT = 100
 SELECT_HELPER = A.SELECT_HELPER_NAME
@@ -347,6 +347,7 @@ class DataDependentBranch(Transform):
         conds: list[A.Predicate] = []
         cond_texts: list[str] = []
         tests = [_and_of(tensor_parts)] + [test for test, _ in chain[1:]]
+        evaluated: set[str] = set()  # attribute chains the original reads on every call, first
         for i, test in enumerate(tests):
             parts = tensor_parts if i == 0 else [test]
             preds = []
@@ -361,12 +362,14 @@ class DataDependentBranch(Transform):
                 except A.NotATensor as exc:
                     raise _Declined(str(exc)) from None
                 for k, leaf in enumerate(A.bool_leaves(part)):
-                    eff = A.effects(leaf, t, attr_reads.why)
-                    if not eff.ok:
-                        raise _Declined(f"the condition {eff.problems[0]}")
                     # `a or b` became `a | b`, and an elif test is evaluated even when an
                     # earlier test held: such a leaf now runs where it did not before.
                     first = i == 0 and k == 0 and part is parts[0]
+                    if first:
+                        evaluated |= {A.code(n) for n in iter_nodes(leaf, (cst.Attribute,))}
+                    eff = A.effects(leaf, t, attr_reads.why_evaluated if first else attr_reads.why)
+                    if not eff.ok:
+                        raise _Declined(f"the condition {eff.problems[0]}")
                     fallible = None if first else A.shape_fallible(leaf, t, frozenset(), _known_dtypes(static, t))
                     if fallible:
                         safety = Safety.UNSAFE
@@ -603,7 +606,7 @@ class DataDependentBranch(Transform):
 
         if identity:
             raise _Declined(identity)
-        why = guard_reads(attr_reads, guard)
+        why = guard_reads(attr_reads, [g for g in guard if g not in evaluated])
         if why:
             raise _Declined(why)
 

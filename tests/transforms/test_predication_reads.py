@@ -138,6 +138,28 @@ DECLINED = {
         "`self.memory.keys`"),
 }
 
+# The condition's first leaf is read on every call by the original too: it may be None or missing
+# (the original raises there as well), but it must run no getter (the rewrite reads it twice).
+LIMITED = HEADER + '''class M(nn.Module):
+    def __init__(self, limit=2.0):
+        super().__init__()
+        self.limit = limit
+
+    @torch.no_grad()
+    def forward(self, x):
+        if {cond}:
+            y = x * 2
+        else:
+            y = x - 1
+        return y
+'''
+DECLINED["a property in the condition"] = (
+    LIMITED.format(cond="x.sum() > self.bound").replace(
+        "    @torch.no_grad()", "    @property\n    def bound(self):\n        print('read')\n        return self.limit\n\n"
+        "    @torch.no_grad()"), "reads property `bound`")
+DECLINED["a constructor argument in a later leaf of the condition"] = (
+    LIMITED.format(cond="x.sum() > 0 or x.mean() < self.limit"), "`self.limit`")
+
 
 @pytest.mark.parametrize("name", sorted(DECLINED))
 def test_a_read_that_may_raise_or_run_code_is_declined(name, tmp_path):
@@ -159,6 +181,7 @@ ACCEPTED = {
     "a Linear's weight": (_program("x * self.proj.weight.sum(0)", "        self.proj = nn.Linear(3, 2, bias=False)"),
                           "self.proj.weight"),
     "torch's constants": (_program("x.to(torch.float64) * torch.pi"), "x"),
+    "a constructor argument in the condition": (LIMITED.format(cond="x.sum() > self.limit"), "self.limit"),
 }
 
 
@@ -169,6 +192,22 @@ def test_a_read_that_cannot_raise_is_rewritten_and_behaves_the_same(name, tmp_pa
     assert [f.rule for f in result.applied] == ["GM101"], [d.reason for d in result.declined]
     assert "_graphmend_strided(" in result.text and shown in result.text.split("_graphmend_strided(", 2)[-1]
     _same(tmp_path, text, result.text, [torch.ones(3), -torch.ones(3)])
+
+
+def test_a_condition_attribute_that_is_none_raises_as_the_original_did(tmp_path):
+    text = LIMITED.format(cond="x.sum() > self.limit")
+    new = _fix(text).text
+    for backend in (None, "eager"):
+        outcomes = []
+        for t in (text, new):
+            model = load_module(tmp_path, t, "gm_reads").M(limit=None)
+            if backend is not None:
+                torch._dynamo.reset()
+                model = torch.compile(model, backend=backend)
+            outcomes.append(_outcome(model, torch.ones(3)))
+        # `tensor > None`: TypeError (under Dynamo, its TorchRuntimeError while tracing)
+        assert outcomes[0][0] == ("raised", "TypeError" if backend is None else "TorchRuntimeError")
+        assert outcomes[1] == outcomes[0], backend
 
 
 def test_weighted_modules_always_have_a_weight_parameter():
