@@ -85,7 +85,7 @@ def _same(tmp_path, text: str, new: str, inputs) -> None:
 
 
 # name -> (program, piece of the reason); the branch with the read is never taken below (x > 0).
-# Each but "getattr by name" and "a missing key" (declined before, kept as siblings) was rewritten
+# Each but "getattr by name", "a missing key" and the hasattr one (declined before, kept as siblings) was rewritten
 # before this check existed.
 DECLINED = {
     "getattr by name": (_program("getattr(self, 'cache') * 2"), "getattr()"),
@@ -117,6 +117,11 @@ DECLINED = {
     "a subclass sets it to None": (
         _program("x * self.w", "        self.w = torch.ones(3)")
         + "\n\nclass N(M):\n    def __init__(self):\n        super().__init__()\n        self.w = None\n", "`self.w`"),
+    "hasattr on a property in a static part": (
+        _program("x * 3", "        self.register_buffer('base', torch.ones(3))",
+                 "    @property\n    def scaled(self):\n        print('read')\n        return self.base\n")
+        .replace("if x.sum() > 0:", "if hasattr(self, 'scaled') and x.sum() > 0:"),
+        "hasattr()"),
     "imag of a real tensor": (_program("x.imag * 2"), "`.imag` raises"),
     "an attribute of another object": (
         HEADER + "@torch.no_grad()\ndef f(x, out):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = out.logits * 2\n"
