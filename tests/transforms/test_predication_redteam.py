@@ -47,8 +47,9 @@ def _grad(t: torch.Tensor) -> torch.Tensor:
 # --- holes: rewritten today, and then not the same program --------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="torch.where's result does not keep the taken arm's strides: a later .view() "
-                                       "raises (or stops raising) after the rewrite")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="torch.where's result does not keep the taken arm's strides: a later .view() raises "
+                          "(or stops raising) after the rewrite")
 @pytest.mark.parametrize("form", ["statement", "expression"])
 def test_the_selected_value_keeps_the_strides_of_its_branch(tmp_path, form):
     """A head-merge after an optional transpose: the original `view` works on the contiguous branch."""
@@ -72,3 +73,54 @@ def test_the_selected_value_keeps_the_strides_of_its_branch(tmp_path, form):
         return -torch.ones(3), torch.arange(6.0).reshape(2, 3)
 
     _declined_or_same(tmp_path, body, "Merge", [positive, negative])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="the non-finite check trusts the inputs to be finite: `s * s` on -inf-masked scores "
+                          "back-propagates 0 * -inf = NaN from the branch not taken")
+@pytest.mark.parametrize("arm", ["s * s", "s.square()"])
+def test_a_product_with_a_masked_input_in_the_branch_not_taken(tmp_path, arm):
+    """Scores with an additive -inf mask: the product is finite only where its factors are."""
+    body = f"""
+    def gate(scores, mask):
+        s = scores + mask
+        if scores.sum() > 0:
+            y = {arm}
+        else:
+            y = s * 0.5
+        return y
+    """
+
+    def positive():
+        return _grad(torch.ones(2, 3)), torch.tensor([[0.0, float("-inf"), 0.0], [0.0, 0.0, float("-inf")]])
+
+    def negative():
+        return _grad(-torch.ones(2, 3)), torch.tensor([[0.0, float("-inf"), 0.0], [0.0, 0.0, float("-inf")]])
+
+    _declined_or_same(tmp_path, body, "gate", [positive, negative])
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="the branch not taken saves its input for backward; an in-place update of that input "
+                          "after the site makes backward raise only after the rewrite")
+@pytest.mark.parametrize("arm", ["h * h", "h.clamp(-1.0, 1.0)"])
+def test_a_tensor_saved_by_the_branch_not_taken_and_updated_in_place_later(tmp_path, arm):
+    """A residual stream updated in place after an optional squash of a normalised copy."""
+    body = f"""
+    def block(x):
+        h = x * 3
+        if x.sum() > 0:
+            y = h * 2
+        else:
+            y = {arm}
+        h.add_(1)
+        return y + h
+    """
+
+    def positive():
+        return (_grad(torch.ones(2, 3)),)
+
+    def negative():
+        return (_grad(-torch.ones(2, 3)),)
+
+    _declined_or_same(tmp_path, body, "block", [positive, negative])
