@@ -124,3 +124,30 @@ def test_a_tensor_saved_by_the_branch_not_taken_and_updated_in_place_later(tmp_p
         return (_grad(-torch.ones(2, 3)),)
 
     _declined_or_same(tmp_path, body, "block", [positive, negative])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="a printed value that requires grad shows grad_fn=<WhereBackward0> after the rewrite, "
+                          "not the branch's own grad_fn")
+@pytest.mark.parametrize("form", ["assignment", "call"])
+def test_a_printed_value_that_requires_grad_prints_the_same(tmp_path, form, capsys):
+    """Debug prints of activations during training: the text printed is part of the program."""
+    site = {
+        "assignment": "if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x * 3\n    print(y)",
+        "call": "if x.sum() > 0:\n        print(x * 2)\n    else:\n        print(x * 3)\n    y = x + 1",
+    }[form]
+    body = f"""
+def show(x):
+    {site}
+    return y
+"""
+    text, result = _fix(body, dynamic=True)
+    assert result.applied or result.declined
+    printed = []
+    for source in ([text, result.text] if result.applied else [text, text]):
+        fn = load_module(tmp_path, source).show
+        for sign in (1.0, -1.0):
+            fn(_grad(torch.full((2,), sign)))
+        printed.append(capsys.readouterr().out)
+    assert "grad_fn=<MulBackward0>" in printed[0]
+    assert printed[1] == printed[0]
