@@ -151,3 +151,35 @@ def show(x):
         printed.append(capsys.readouterr().out)
     assert "grad_fn=<MulBackward0>" in printed[0]
     assert printed[1] == printed[0]
+
+
+class _Partial(torch.Tensor):
+    """A tensor subclass that implements only some ops (as wrapper subclasses of quantisation and
+    sharding libraries do): `sub` is not one of them."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.sub or func is torch.Tensor.__sub__:
+            raise NotImplementedError("_Partial has no sub")
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.xfail(strict=True, raises=NotImplementedError,
+                   reason="the layout guard lets a __torch_function__ tensor subclass through: the branch not taken "
+                          "runs an op the subclass does not implement")
+def test_a_tensor_subclass_runs_only_the_branch_taken(tmp_path):
+    body = """
+def f(x):
+    if x.sum() > 0:
+        y = x * 2
+    else:
+        y = x - 1
+    return y
+"""
+    text, result = _fix(body, dynamic=True)
+    assert result.applied or result.declined
+    before = load_module(tmp_path, text).f
+    after = load_module(tmp_path, result.text).f
+    positive = torch.ones(3).as_subclass(_Partial)
+    assert before(positive).tolist() == [2.0, 2.0, 2.0]
+    assert after(positive).tolist() == [2.0, 2.0, 2.0]
