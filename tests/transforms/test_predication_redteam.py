@@ -183,3 +183,30 @@ def f(x):
     positive = torch.ones(3).as_subclass(_Partial)
     assert before(positive).tolist() == [2.0, 2.0, 2.0]
     assert after(positive).tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="an arm that raises for its operand's dtype (`-` on a bool tensor, masked_fill with a "
+                          "non-bool mask) runs in the branch not taken after the rewrite")
+@pytest.mark.parametrize("arm, operand", [
+    ("flags - 1", torch.tensor([True, False])),
+    ("flags.masked_fill(flags, 0)", torch.tensor([3, 0])),
+])
+def test_an_arm_that_raises_for_its_dtype_runs_only_when_taken(tmp_path, arm, operand):
+    """Code written for one dtype and called with another only on the path that cannot fail."""
+    body = f"""
+def shift(x, flags):
+    if x.sum() > 0:
+        y = {arm}
+    else:
+        y = flags + 1
+    return y
+"""
+
+    def positive():
+        return torch.ones(1), operand.clone()
+
+    def negative():
+        return -torch.ones(1), operand.clone()
+
+    _declined_or_same(tmp_path, body, "shift", [negative, positive])
