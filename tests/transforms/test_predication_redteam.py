@@ -239,3 +239,50 @@ def magnitude(x, spec):
         caught.append((value.tolist(), [str(w.message) for w in seen]))
     assert caught[0] == ([6 + 8j, 0j], [])
     assert caught[1] == caught[0]
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError,
+                   reason="torch.where saves its condition for backward: a flag tensor used as the condition and "
+                          "updated in place after the site makes backward raise after the rewrite")
+def test_a_flag_used_as_the_condition_and_updated_in_place_later(tmp_path):
+    """A decoding step: `finished` picks the output and is then updated in place."""
+    body = """
+def step(x, finished):
+    if finished:
+        y = x * 2
+    else:
+        y = x * 3
+    finished |= x.sum() > 100
+    return y
+"""
+
+    def done():
+        return _grad(torch.ones(3)), torch.tensor(True)
+
+    def running():
+        return _grad(torch.ones(3)), torch.tensor(False)
+
+    _declined_or_same(tmp_path, body, "step", [running, done])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="compiled with aot_eager, backward recomputes `~flag` from the flag after its in-place "
+                          "update: the rewrite's gradients silently follow the other branch")
+def test_a_negated_flag_updated_in_place_later_keeps_the_gradients_compiled(tmp_path):
+    body = """
+def step(x, flag):
+    if ~flag:
+        y = x * 2
+    else:
+        y = x * 3
+    flag.logical_not_()
+    return y
+"""
+
+    def on():
+        return _grad(torch.ones(3)), torch.tensor(True)
+
+    def off():
+        return _grad(torch.ones(3)), torch.tensor(False)
+
+    _declined_or_same(tmp_path, body, "step", [on, off])
