@@ -286,3 +286,53 @@ def step(x, flag):
         return _grad(torch.ones(3)), torch.tensor(False)
 
     _declined_or_same(tmp_path, body, "step", [on, off])
+
+
+# --- attacks that held: rewritten, and the same program ------------------------------------------
+
+
+@pytest.mark.parametrize("site", ["if steps.sum() > 0:", "if steps[0] > 0:"])
+def test_a_condition_read_from_a_tensor_updated_in_place_later_keeps_the_gradients(tmp_path, site):
+    """The condition is a new tensor, so an in-place update of its source after the site changes
+    neither the saved condition (eager) nor what backward recomputes (aot_eager)."""
+    body = f"""
+def step(x, steps):
+    {site}
+        y = x * 2
+    else:
+        y = x * 3
+    steps.neg_()
+    return y
+"""
+    text, result = _fix(body, dynamic=True)
+    assert result.applied, [d.reason for d in result.declined]
+
+    def positive():
+        return _grad(torch.ones(3)), torch.tensor([1.0, 2.0])
+
+    def negative():
+        return _grad(torch.ones(3)), torch.tensor([-1.0, -2.0])
+
+    _declined_or_same(tmp_path, body, "step", [positive, negative])
+
+
+def test_integer_arms_that_overflow_select_the_same_wrapped_values(tmp_path):
+    """int8 arithmetic wraps in both arms; the select neither raises nor promotes."""
+    body = """
+def scale(x, codes):
+    if x.sum() > 0:
+        y = codes * 100
+    else:
+        y = codes + 1
+    return y
+"""
+    text, result = _fix(body, dynamic=True)
+    assert result.applied, [d.reason for d in result.declined]
+
+    def positive():
+        return torch.ones(1), torch.tensor([3, -2, 127], dtype=torch.int8)
+
+    def negative():
+        return -torch.ones(1), torch.tensor([3, -2, 127], dtype=torch.int8)
+
+    _declined_or_same(tmp_path, body, "scale", [positive, negative])
