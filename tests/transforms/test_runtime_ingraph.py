@@ -168,3 +168,35 @@ def test_one_op_for_every_runtime_copy(tmp_path):
     load_module(tmp_path, fix_program(GATHER).text)  # a second copy looks the op up
     assert torch.ops.graphmend.deferred.default is op
     assert sys.modules["_graphmend_runtime"].op is op
+
+
+VALUES = '''import torch
+
+
+class Values(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(2))
+
+    def forward(self, x):
+        {print}(self.scale, x.shape[0], x.shape, x)
+        x.mul_(2)
+        return x.sum()
+'''
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_values_are_shown_as_at_the_call(tmp_path, dynamic):
+    """A Parameter prints as one, a size that is symbolic under dynamic shapes with its value, and
+    a tensor changed in place after the call as it was at the call."""
+    fixed_text = VALUES.format(print='_graphmend_deferred(print, "call", 10, "forward")')
+    runtime = fix_program(GATHER).text
+    fixed_text += runtime[runtime.index("\n\n# graphmend runtime"):]
+    original, fixed = load_module(tmp_path, VALUES.format(print="print")), load_module(tmp_path, fixed_text)
+    inputs = ([1.0, 2.0], [1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0])
+    expected = _observe(original.Values(), inputs)
+    assert "Parameter containing" in expected[1] and "tensor([4., 5., 6., 7.])" in expected[1]
+    reset_dynamo()
+    before = graph_breaks()
+    _same(expected, _observe(torch.compile(fixed.Values(), backend="aot_eager", dynamic=dynamic), inputs))
+    assert graph_breaks() == before
