@@ -1,11 +1,14 @@
 # ----------------------------------------------------------------------------------------------
 # graphmend runtime: deferred side effects (GM201-GM203) and trap lowering (GM301, GM302).
 # Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
-# as written. Under torch.compile, print / logging / warnings calls are recorded inside the graph
-# (arguments copied at the call) and replayed in order, with their original source location, by
-# the boundary installed on the rewritten module's forward methods once the compiled call has
-# returned. A raise under a tensor condition becomes an in-graph torch._assert_async on CPU; the
-# boundary turns its RuntimeError back into the original exception type and message.
+# as written. Under torch.compile, print / warnings.warn / logging.<level> calls are made in
+# the graph by an ordered effectful op when the graph runs (before a later op of it can fail);
+# a Logger's method, arguments the op cannot carry, and every call after those in the region are
+# recorded inside the graph (arguments copied at the call) and replayed in order, with their
+# original source location, by the boundary installed on the rewritten module's forward methods
+# once the compiled call has returned. A raise under a tensor condition becomes an in-graph
+# torch._assert_async on CPU; the boundary turns its RuntimeError back into the original
+# exception type and message.
 # A rewritten module ends with `_graphmend_install(globals())`, which gives it the names its call
 # sites use and makes its module classes boundaries.
 import builtins as _graphmend_builtins
@@ -132,13 +135,180 @@ def _graphmend_region():
     """This thread's runtime state (eager code only), its fields set on the thread's first use."""
     region = _graphmend_runtime.region
     if getattr(region, "root", None) is None:
-        region.depth, region.bounded, region.entry = 0, False, None
+        region.depth, region.bounded, region.entry, region.recorded = 0, False, None, False
         region.head = region.root = _graphmend_runtime.Record(None, None)
     return region
 
 
+_graphmend_categories = (UserWarning, DeprecationWarning, FutureWarning, PendingDeprecationWarning, RuntimeWarning,
+                         SyntaxWarning, ImportWarning, UnicodeWarning, BytesWarning, ResourceWarning, Warning)
+
+
+def _graphmend_ingraph_op():
+    """The effectful op ``graphmend::deferred`` (eager code only): defined once per process,
+    whichever stamped copy of the runtime comes first; None where this torch lacks the ordered
+    effects API (deferred calls then use the record replayed by the boundary)."""
+    runtime = _graphmend_runtime
+    if hasattr(runtime, "op"):
+        return runtime.op
+    runtime.op = None
+    try:
+        from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+    except ImportError:
+        return None
+    op = getattr(_graphmend_torch.ops.graphmend, "deferred", None)
+    if op is None:
+        @_graphmend_torch.library.custom_op("graphmend::deferred", mutates_args=(), schema=(
+            "(str[] site, str[] tags, str[] strs, SymInt[] ints, float[] floats, Tensor[] tensors) -> ()"))
+        def deferred(site, tags, strs, ints, floats, tensors):
+            _graphmend_perform(site, tags, strs, ints, floats, tensors)
+
+        @deferred.register_fake
+        def _(site, tags, strs, ints, floats, tensors):
+            return None
+
+        op = _graphmend_torch.ops.graphmend.deferred.default
+        _register_effectful_op(op, _EffectType.ORDERED)  # kept in the graph, in program order
+    runtime.op = op
+    return op
+
+
+def _graphmend_encode(value, out):
+    # Traced by Dynamo: ``value`` as op arguments (tags, strs, ints, floats, tensors), or False
+    # for a value that is none of: None/bool/int/float/str, a plain tensor or Parameter, a
+    # torch.Size, list/tuple/dict of them, a vetted warning category.
+    tags, strs, ints, floats, tensors = out
+    if value is None:
+        tags.append("n")
+    elif type(value) is bool:
+        tags.append("b")
+        ints.append(1 if value else 0)
+    elif type(value) is int:
+        tags.append("i")
+        ints.append(value)
+    elif type(value) is float:
+        tags.append("f")
+        floats.append(value)
+    elif type(value) is str:
+        tags.append("s")
+        strs.append(value)
+    elif isinstance(value, _graphmend_torch.Tensor):
+        if type(value) is _graphmend_torch.nn.Parameter:
+            tags.append("P")
+            ints.append(1 if value.requires_grad else 0)
+        elif type(value) is _graphmend_torch.Tensor:
+            tags.append("t")
+        else:
+            return False
+        tensors.append(value.detach())  # as the snapshot: shown as a tensor, copied at run time
+    elif type(value) in (list, tuple, _graphmend_torch.Size):
+        tags.append("S" if type(value) is _graphmend_torch.Size else "L" if type(value) is list else "T")
+        ints.append(len(value))
+        for item in value:
+            if not _graphmend_encode(item, out):
+                return False
+    elif type(value) is dict:
+        tags.append("D")
+        ints.append(len(value))
+        for key, item in value.items():
+            if not (_graphmend_encode(key, out) and _graphmend_encode(item, out)):
+                return False
+    else:
+        for index, category in enumerate(_graphmend_categories):
+            if value is category:
+                tags.append("c")
+                ints.append(index)
+                return True
+        return False
+    return True
+
+
+def _graphmend_decode(tags, values):
+    # The value encoded by _graphmend_encode; ``values`` maps a kind of value to its iterator.
+    tag = next(tags)
+    if tag == "n":
+        return None
+    if tag in "bifst":
+        value = next(values["ifst".find(tag) if tag != "b" else 0])
+        return bool(value) if tag == "b" else value.clone() if tag == "t" else value
+    if tag == "P":
+        grad = bool(next(values[0]))
+        return _graphmend_torch.nn.Parameter(next(values[3]).clone(), requires_grad=grad)
+    if tag == "c":
+        return _graphmend_categories[next(values[0])]
+    count = next(values[0])
+    if tag == "D":
+        return dict((_graphmend_decode(tags, values), _graphmend_decode(tags, values)) for _ in range(count))
+    items = [_graphmend_decode(tags, values) for _ in range(count)]
+    return items if tag == "L" else _graphmend_torch.Size(items) if tag == "S" else tuple(items)
+
+
+def _graphmend_perform(site, tags, strs, ints, floats, tensors):
+    # graphmend::deferred at graph run time: the call, made now, where the original made it
+    # (before a later op of the graph fails), with the location and rules of the replay.
+    kind, file, line, function, target, method = site
+    values = (iter(ints), iter(floats), iter(strs), iter(tensors))
+    tags = iter(tags)
+    args, kwargs = _graphmend_decode(tags, values), _graphmend_decode(tags, values)
+    if target == "print":
+        callee = _graphmend_builtins.print
+    elif target == "warn":
+        import warnings
+
+        callee = warnings.warn
+    else:
+        callee = getattr(_graphmend_logging, method)
+    where = _graphmend_runtime.wheres[file]
+    _graphmend_replay(callee, kind, int(line), function, where, args, kwargs)
+
+
+def _graphmend_target(callee, kind):
+    # Traced by Dynamo: (target, method) naming ``callee`` by constants, or None (a Logger's
+    # method: Dynamo cannot tell which logger it is bound to; a callee other than print).
+    if kind == "call":
+        return ("print", "") if callee is _graphmend_builtins.print else None
+    if kind == "warn":
+        import warnings
+
+        return ("warn", "") if callee is warnings.warn else None
+    if kind == "root-log":
+        for method in _graphmend_levels:
+            if callee is getattr(_graphmend_logging, method, None):
+                return "root-log", method
+        return None
+    return None
+
+
+def _graphmend_ingraph(where, callee, kind, line, function, op):
+    """Under torch.compile: ``callee`` as the ordered effectful op ``op``, made when the graph
+    runs (so output made before a later op of the graph fails comes out before the exception,
+    as in the original). Its arguments: tensors (shown with their values when the graph runs)
+    and constants of the trace (see :func:`_graphmend_encode`). Anything else is recorded for
+    the boundary, as is every call after such a record in the region (the order is kept); a
+    region that fails after a record loses it, as before, and the rules decline those sites.
+    Failures at trace time (Dynamo specialising a value and failing on it) come before any op
+    runs: the entries restriction of :func:`_graphmend_defer` still applies."""
+
+    def ingraph(*args, **kwargs):
+        target = _graphmend_target(callee, kind)
+        out = ([], [], [], [], [])
+        if target is None or getattr(_graphmend_runtime.region, "recorded", False) \
+                or not (_graphmend_encode(args, out) and _graphmend_encode(kwargs, out)):
+            # A Logger method (Dynamo cannot name the logger), arguments the op cannot carry, or
+            # a call after such a record in this region: a record replayed by the boundary, so
+            # the output keeps the program's order (and, as before the op, is lost when the
+            # graph fails after it).
+            return _graphmend_record(where, callee, kind, line, function)(*args, **kwargs)
+        tags, strs, ints, floats, tensors = out
+        op([kind, where.file, str(line), function, target[0], target[1]], tags, strs, ints, floats, tensors)
+
+    return ingraph
+
+
 def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
-    """``callee`` itself in eager mode; under torch.compile, a recorder replayed after the call.
+    """``callee`` itself in eager mode; under torch.compile, the call made in the graph by the
+    ordered effectful op graphmend::deferred (:func:`_graphmend_ingraph`) or, where this torch
+    has no such op, a recorder replayed after the call.
     Under a compiled entry that is not a boundary, or not one of ``entries`` (the module classes
     under which nothing in the graph may fail after the call: of this file, or of another file
     of the package whose code the fix read), ``callee`` itself too: the call runs (and breaks the
@@ -146,19 +316,31 @@ def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):
     Without ``entries`` only an entry of this file records (or one the user wrapped by hand,
     which has no name): the fix read no other file, and a record made under another file's entry
     is lost when that entry's graph fails after the call."""
-    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_bounded():
+    if not _graphmend_torch.compiler.is_compiling() or not _graphmend_records(where, entries):
         return callee
+    op = getattr(_graphmend_runtime, "op", None)
+    if op is not None:
+        return _graphmend_ingraph(where, callee, kind, line, function, op)
+    return _graphmend_record(where, callee, kind, line, function)
+
+
+def _graphmend_records(where, entries):
+    # Whether a record made now is replayed: a boundary started the region, under an entry the
+    # fix proved (of ``entries``, or of this file when none are given).
+    if not _graphmend_bounded():
+        return False
     entry = _graphmend_entry()
     if entries is None:
-        if entry is not None and entry.rpartition(".")[0] != where.namespace.get("__name__"):
-            return callee
-    elif entry not in entries:
-        return callee
+        return entry is None or entry.rpartition(".")[0] == where.namespace.get("__name__")
+    return entry in entries
 
+
+def _graphmend_record(where, callee, kind, line, function):
     def record(*args, **kwargs):
         entry = (callee, kind, line, function, where, _graphmend_snapshot(args), _graphmend_snapshot(kwargs))
         region = _graphmend_runtime.region  # set up by the boundary that started the region
         region.head = _graphmend_runtime.Record((_graphmend_replay, entry), region.head)
+        region.recorded = True
 
     return record
 
@@ -218,7 +400,7 @@ def _graphmend_flush():
     """Replay every recorded call, oldest first; Dynamo must not trace the replay itself."""
     region = _graphmend_region()
     node, pending = region.head, []
-    region.head = region.root
+    region.head, region.recorded = region.root, False
     while node is not None and node is not region.root:
         pending.append(node.replay)
         node = node.previous
@@ -235,7 +417,7 @@ def _graphmend_stale():
     count, node = 0, region.head
     while node is not None and node is not region.root:
         count, node = count + 1, node.previous
-    region.head = region.root
+    region.head, region.recorded = region.root, False
     raise RuntimeError(
         f"graphmend: {count} deferred print/logging/warnings call(s) of an earlier compiled call were "
         "never replayed: that call's compiled entry is not a graphmend boundary (it only inlined one, "
@@ -456,6 +638,10 @@ def _graphmend_install(namespace):
     (``_graphmend_deferred``, ``_graphmend_trap``, ``_graphmend_equal``, ``_graphmend_boundary``)
     and make its module classes and compiled functions boundaries. Called on its last line."""
     where = _GraphmendWhere(_graphmend_sys._getframe(1).f_code.co_filename, namespace)
+    if not hasattr(_graphmend_runtime, "wheres"):
+        _graphmend_runtime.wheres = {}
+    _graphmend_runtime.wheres[where.file] = where  # found by file when graphmend::deferred runs
+    _graphmend_ingraph_op()
 
     def deferred(callee, kind, line=0, function="", entries=None):
         return _graphmend_defer(where, callee, kind, line, function, entries)
