@@ -155,12 +155,7 @@ def operands(nodes: Iterable[Optional[cst.CSTNode]], local: set[str], bound: Cal
             found.append(text)
 
     def chain(node: cst.Attribute, callee: bool) -> None:
-        attrs: list[str] = []
-        cur: cst.BaseExpression = node
-        while isinstance(cur, cst.Attribute):
-            attrs.append(cur.attr.value)
-            cur = cur.value
-        attrs.reverse()
+        cur, attrs = R.chain_of(node)
         if not isinstance(cur, cst.Name):
             walk(cur)  # `(x + 1).T`, `torch.finfo(h.dtype).max`: what the inner value reads
             return

@@ -64,7 +64,7 @@ permute expand t mul add sub neg abs exp log sqrt
 """.split())
 
 
-def _chain(node: cst.Attribute) -> tuple[cst.BaseExpression, list[str]]:
+def chain_of(node: cst.Attribute) -> tuple[cst.BaseExpression, list[str]]:
     """``a.b.c`` -> (``a``, ["b", "c"])."""
     attrs: list[str] = []
     cur: cst.BaseExpression = node
@@ -117,7 +117,7 @@ class Reads:
         if expr is None:
             return None
         if isinstance(expr, cst.Attribute):
-            base, _ = _chain(expr)
+            base, _ = chain_of(expr)
             return self.why(expr) or self.check(base)
         if isinstance(expr, cst.Call):
             receiver = expr.func.value if isinstance(expr.func, cst.Attribute) else expr.func
@@ -127,7 +127,7 @@ class Reads:
     def why(self, node: cst.Attribute) -> Optional[str]:
         """Why reading the chain ``node`` may raise or run code, or None (a sub-chain of an
         accepted chain is judged with it, not alone)."""
-        base, attrs = _chain(node)
+        base, attrs = chain_of(node)
         text = code(node)
         if "imag" in attrs:
             return f"reads `{text}`; `.imag` raises on a tensor that is not complex"
@@ -170,7 +170,7 @@ class Reads:
         the select's condition), so it must run no getter, but it may be None or missing, since
         then the original raised there too. ``self.limit`` set from a constructor argument is
         such a read; ``self.config.limit`` is not (``config``'s class is not known here)."""
-        base, attrs = _chain(node)
+        base, attrs = chain_of(node)
         k = len(attrs)
         while k > 0 and attrs[k - 1] in TENSOR_ATTRS:
             k -= 1
