@@ -67,7 +67,8 @@ def helper_code(torch_name: str) -> str:
 
     A sparse, mkldnn, nested, quantized or meta tensor runs the original `if` instead:
     computing the value not taken may raise there (`x - 1` has no sparse COO kernel), and
-    torch.where has no sparse kernel. Static under Dynamo (no graph break).
+    torch.where has no sparse kernel; so does a tensor subclass, whose own operators may not
+    implement what the value not taken computes. Static under Dynamo (no graph break).
     """
     pending = list(values)
     while pending:
@@ -77,7 +78,8 @@ def helper_code(torch_name: str) -> str:
         elif isinstance(value, dict):
             pending.extend(value.values())
         elif isinstance(value, {torch_name}.Tensor) and (
-            value.layout != {torch_name}.strided
+            type(value) not in ({torch_name}.Tensor, {torch_name}.nn.Parameter)
+            or value.layout != {torch_name}.strided
             or value.is_nested
             or value.is_quantized
             or value.device.type == "meta"
