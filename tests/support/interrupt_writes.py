@@ -41,6 +41,9 @@ class _Interrupted:
 
 def main() -> int:
     sig = getattr(signal, "SIG" + sys.argv[1])
+    # SIGINT raises KeyboardInterrupt, as in a terminal, even when the parent (a test worker) left
+    # it ignored for its children
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     folder = os.path.realpath(sys.argv[2])
     args = sys.argv[sys.argv.index("--") + 1 :]
     real_open, real_fdopen = io.open, os.fdopen
