@@ -44,6 +44,11 @@ def _hidden(c: str) -> bool:
     return c not in _SHOWN_CONTROLS and (unicodedata.category(c) in _HIDDEN_CATEGORIES or c in _BLANK_LETTERS)
 
 
+def _shown(text: str) -> str:
+    """``text`` with each hidden character replaced by U+FFFD."""
+    return "".join("\ufffd" if _hidden(c) else c for c in text)
+
+
 def hidden_characters(text: str) -> str:
     """"" when every character of ``text`` shows as itself where GitHub renders it; else the
     first one that does not, as ``U+XXXX``."""
@@ -52,7 +57,7 @@ def hidden_characters(text: str) -> str:
 
 def escape(text: Optional[str], limit: int = 300) -> str:
     """Untrusted text as one inert line of markdown (hidden characters shown as U+FFFD)."""
-    text = "".join("\ufffd" if _hidden(c) else c for c in " ".join(str(text or "").split()))
+    text = _shown(" ".join(str(text or "").split()))
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
@@ -67,7 +72,7 @@ def code_span(text: str, *, in_table: bool = False) -> str:
     another file's name). In a table cell (``in_table``) a ``|`` is escaped: GitHub splits a
     table row at every unescaped pipe before it reads code spans, so a path could end its cell
     and add markdown (a link) of its own."""
-    text = "".join("\ufffd" if _hidden(c) else c for c in " ".join(str(text).split())[:200])
+    text = _shown(" ".join(str(text).split())[:200])
     run = max((len(m) for m in re.findall(r"`+", text)), default=0)
     ticks = "`" * (run + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or run else ""

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -80,3 +83,12 @@ RUNNER_PRELUDE = textwrap.dedent('''
             return gm.forward if self.backend == "eager" else torch._dynamo.backends.debugging.aot_eager(gm, inputs)
 
 ''')
+
+
+def run_driver(drive: str, *args: str, timeout: int = 600):
+    """Run the driver program ``drive`` (``python -c``) with ``args``, one thread, in a fresh
+    interpreter; return the JSON it prints on its last line."""
+    proc = subprocess.run([sys.executable, "-c", drive, *args], capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

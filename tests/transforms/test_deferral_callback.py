@@ -12,10 +12,6 @@ values and exceptions, eagerly and compiled (backends eager and aot_eager).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -24,6 +20,7 @@ pytest.importorskip("torch")
 
 from graphmend.transforms.base import RuleContext  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
+from tests.transforms._side_effect_support import run_driver  # noqa: E402
 
 SHOW = '''import torch
 
@@ -110,10 +107,7 @@ MODES = ("eager", "compiled-eager", "compiled-aot_eager")
 
 
 def _run(folder):
-    proc = subprocess.run([sys.executable, "-c", DRIVE, str(folder), ",".join(SHAPES)], capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_driver(DRIVE, str(folder), ",".join(SHAPES), timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,6 @@ as the original did (values, exception type and message, ``STATE``).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -32,6 +28,7 @@ pytest.importorskip("torch")
 
 from graphmend.transforms.base import RuleContext  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
+from tests.transforms._side_effect_support import run_driver  # noqa: E402
 
 LIB = '''import torch
 
@@ -111,10 +108,7 @@ DRIVE_EAGER = textwrap.dedent('''
 
 
 def _run(folder, drive=DRIVE):
-    proc = subprocess.run([sys.executable, "-c", drive, str(folder)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_driver(drive, str(folder), timeout=300)
 
 
 @pytest.mark.parametrize("lib,drive", [(LIB, DRIVE), (LIB_EAGER, DRIVE_EAGER)],

@@ -27,10 +27,6 @@ the driver's modules write, and the printed text, call by call.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -39,6 +35,7 @@ pytest.importorskip("torch")
 
 from graphmend.transforms.base import RuleContext  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
+from tests.transforms._side_effect_support import run_driver  # noqa: E402
 
 LIB = '''import torch
 
@@ -289,10 +286,7 @@ LOWERED = ("compiled-inside-compiled", "boundary-after-a-graph-break", "recursio
 
 def _run(folder):
     shapes = ",".join(SHAPES + (UNSEEN,))
-    proc = subprocess.run([sys.executable, "-c", DRIVE, str(folder), shapes], capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_driver(DRIVE, str(folder), shapes, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,6 @@ the default safety as ``graphmend fix`` does it; the program must behave as the 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -22,6 +18,7 @@ pytest.importorskip("torch")
 
 from graphmend.transforms.base import RuleContext  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
+from tests.transforms._side_effect_support import run_driver  # noqa: E402
 
 LIB = '''import torch
 
@@ -110,10 +107,7 @@ DRIVE = textwrap.dedent('''
 
 
 def _run(folder):
-    proc = subprocess.run([sys.executable, "-c", DRIVE, str(folder)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_driver(DRIVE, str(folder), timeout=300)
 
 
 @pytest.mark.parametrize("files", [{"lib.py": LIB}, {"lib.py": LIB_PROPERTY_CALL},
