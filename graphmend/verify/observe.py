@@ -41,7 +41,9 @@ def flatten(value: Any, prefix: str = "out", facts: Any = None) -> list[tuple[st
     and ``PATH.autograd`` when it requires grad: "leaf" (an input or parameter handed back
     itself) or "computed". A rewrite whose output requires grad where the original's did not
     (``torch.where`` over an arm that does), or that returns a new tensor where the original
-    returned the caller's own, differs there even when every value is equal.
+    returned the caller's own, differs there even when every value is equal. ``PATH.strides``
+    when it is not contiguous: a caller's ``.view()`` works on one layout and raises on the
+    other (``torch.where`` returns a contiguous tensor where a branch returned a transpose).
     """
     import torch
 
@@ -56,6 +58,8 @@ def flatten(value: Any, prefix: str = "out", facts: Any = None) -> list[tuple[st
                 leaves.append((f"{prefix}.autograd", "leaf" if value.is_leaf else "computed"))
             if value.layout != torch.strided:  # compared by its dense values (``portable``) and this
                 leaves.append((f"{prefix}.layout", str(value.layout)))
+            elif not value.is_contiguous():
+                leaves.append((f"{prefix}.strides", strides(value)))
         return leaves
     if isinstance(value, dict):
         out: list[tuple[str, Any]] = []
@@ -78,6 +82,12 @@ def flatten(value: Any, prefix: str = "out", facts: Any = None) -> list[tuple[st
         return [(prefix, str(value))]
     # Anything else is compared by its type only: its repr usually carries an address.
     return [(prefix, f"<{type(value).__module__}.{type(value).__qualname__}>")]
+
+
+def strides(t: Any) -> str:
+    """A tensor's layout as a caller sees it: its strides, with "-" for a dimension of size 0 or
+    1 (its stride is arbitrary: ``.view`` and ``.is_contiguous`` ignore it)."""
+    return "(" + ", ".join(str(st) if n > 1 else "-" for n, st in zip(t.shape, t.stride())) + ")"
 
 
 def state_owner(fn: Any) -> Any:

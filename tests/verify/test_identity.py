@@ -4,7 +4,8 @@ and compares sparse inputs and outputs (by layout and dense values).
 ``graphmend.verify.observe.output_identity`` records, for every output tensor, whether it is one
 of the call's inputs or the module's parameters/buffers (the same object), a view of one (shared
 storage), or an earlier output; the two arms must agree. Each target below is rewritten by hand
-the way a forced (``--unsafe-fixes``) predication would, and verify runs without gradients.
+the way a forced (``--unsafe-fixes``) predication would, and verify runs without gradients. An
+output's strides are compared too (where it is not contiguous).
 """
 
 from __future__ import annotations
@@ -54,6 +55,16 @@ class Outputs(torch.nn.Module):
         return keep, fresh, view, buffer
 
 
+class Heads(torch.nn.Module):
+    def forward(self, x):
+        scores = x.outer(x)
+        if x.sum() > 0:
+            merged = scores.t()
+        else:
+            merged = scores * 2
+        return merged
+
+
 class Sparse(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:
@@ -72,6 +83,10 @@ WRONG = {
     "view = x.view(-1) if x.sum() > 0 else x.reshape(-1) * 2": "view = torch.where(x.sum() > 0, x.view(-1), x.reshape(-1) * 2)",
     # out[3]: the module's buffer becomes a fresh tensor
     "buffer = self.scale if x.sum() > 0 else self.scale * 2": "buffer = torch.where(x.sum() > 0, self.scale, self.scale * 2)",
+    # the contiguous branch's result takes the transposed arm's strides (torch.where lays its
+    # result out like its first tensor argument); the scores are symmetric, the values equal
+    "        if x.sum() > 0:\n            merged = scores.t()\n        else:\n            merged = scores * 2\n":
+        "        merged = torch.where(x.sum() > 0, scores.t(), scores * 2)\n",
     # a sparse argument: `x - 1` has no sparse kernel and now runs on the path not taken
     "        if x.sum() > 0:\n            y = x * 2\n        else:\n            y = x - 1\n":
         "        y = torch.where(x.sum() > 0, x * 2, x - 1)\n",
@@ -87,11 +102,15 @@ def outputs(dtype=torch.float32, device="cpu"):
     return model.Outputs(), (torch.ones(3, dtype=dtype),)
 
 
+def heads(dtype=torch.float32, device="cpu"):
+    return model.Heads(), (-torch.arange(1.0, 4.0, dtype=dtype),)
+
+
 def sparse(dtype=torch.float32, device="cpu"):
     return model.Sparse(), (torch.eye(3, dtype=dtype).to_sparse(),)
 '''
 
-CONFIG = targets_config(("outputs", "sparse"), "aot_eager")
+CONFIG = targets_config(("outputs", "heads", "sparse"), "aot_eager")
 
 
 def test_a_forced_rewrite_that_changes_identity_is_caught_without_grad(make_repo):
@@ -107,6 +126,12 @@ def test_a_forced_rewrite_that_changes_identity_is_caught_without_grad(make_repo
     assert not by["outputs"].ok
     # equal values everywhere: identity is the only difference
     assert all("max abs error" not in d for d in found), found
+    # equal values, another layout: a caller's `.view(-1)` works on one and raises on the other
+    heads = [f"{m.kind}/{m.check}: {m.detail}" for m in by["heads"].mismatches]
+    assert not by["heads"].ok
+    for mode in ("eager", "compiled"):
+        assert f"output/{mode}: out.strides: '(1, 3)' != '<absent>'" in heads, heads
+    assert all("max abs error" not in d for d in heads), heads
     sparse = " | ".join(f"{m.kind}/{m.check}: {m.detail}" for m in by["sparse"].mismatches)
     assert not by["sparse"].ok and "exception/eager" in sparse and "exception/compiled" in sparse, sparse
     assert "add(sparse, dense) is not supported" in sparse, sparse
@@ -122,3 +147,14 @@ def test_sparse_tensors_are_compared_by_layout_and_dense_values():
         assert torch.equal(portable(x), torch.eye(2))
         assert dict(flatten(x))["out.layout"] == str(x.layout)
     assert "out.layout" not in dict(flatten(torch.eye(2)))
+
+
+def test_an_output_that_is_not_contiguous_carries_its_strides():
+    from graphmend.verify.observe import flatten
+
+    x = torch.arange(6.0).reshape(2, 3)
+    assert dict(flatten(x.t()))["out.strides"] == "(1, 3)"
+    assert dict(flatten(x[:, :1].expand(2, 3)))["out.strides"] == "(3, 0)"
+    assert "out.strides" not in dict(flatten(x))  # contiguous: nothing to compare
+    assert "out.strides" not in dict(flatten(x[:1]))  # a size-1 dimension's stride does not matter
+    assert "args[0].strides" not in dict(flatten(x.t(), "args"))  # only a call's outputs carry facts
