@@ -176,8 +176,10 @@ def _graphmend_ingraph_op():
 def _graphmend_encode(value, out):
     # Traced by Dynamo: ``value`` as op arguments (tags, strs, ints, floats, tensors), or False
     # for a value that is none of: None/bool/int/float/str, a plain tensor or Parameter, a
-    # torch.Size, list/tuple/dict of them, a vetted warning category.
-    tags, strs, ints, floats, tensors = out
+    # torch.Size, list/tuple/dict of them, a vetted warning category. ``grads`` gets a plain
+    # tensor that requires grad: its text shows ``grad_fn=`` / ``requires_grad=True``, which the
+    # op's detached copy has not.
+    tags, strs, ints, floats, tensors, grads = out
     if value is None:
         tags.append("n")
     elif type(value) is bool:
@@ -198,6 +200,8 @@ def _graphmend_encode(value, out):
             ints.append(1 if value.requires_grad else 0)
         elif type(value) is _graphmend_torch.Tensor:
             tags.append("t")
+            if value.requires_grad:
+                grads.append(value)
         else:
             return False
         tensors.append(value.detach())  # as the snapshot: shown as a tensor, copied at run time
@@ -291,15 +295,21 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
 
     def ingraph(*args, **kwargs):
         target = _graphmend_target(callee, kind)
-        out = ([], [], [], [], [])
-        if target is None or getattr(_graphmend_runtime.region, "recorded", False) \
-                or not (_graphmend_encode(args, out) and _graphmend_encode(kwargs, out)):
+        out = ([], [], [], [], [], [])
+        recorded = getattr(_graphmend_runtime.region, "recorded", False)
+        if target is None or recorded or not (_graphmend_encode(args, out) and _graphmend_encode(kwargs, out)):
             # A Logger method (Dynamo cannot name the logger), arguments the op cannot carry, or
             # a call after such a record in this region: a record replayed by the boundary, so
             # the output keeps the program's order (and, as before the op, is lost when the
             # graph fails after it).
             return _graphmend_record(where, callee, kind, line, function)(*args, **kwargs)
-        tags, strs, ints, floats, tensors = out
+        tags, strs, ints, floats, tensors, grads = out
+        if grads:
+            # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``): the original
+            # call itself, at a graph break, as before the rewrite (nothing is recorded before it
+            # in this region, so the order is the program's). Dynamo knows requires_grad while it
+            # traces: a call without gradients (inference) stays in the graph.
+            return callee(*args, **kwargs)
         op([kind, where.file, str(line), function, target[0], target[1]], tags, strs, ints, floats, tensors)
 
     return ingraph
