@@ -297,19 +297,21 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
         target = _graphmend_target(callee, kind)
         out = ([], [], [], [], [], [])
         recorded = getattr(_graphmend_runtime.region, "recorded", False)
-        if target is None or recorded or not (_graphmend_encode(args, out) and _graphmend_encode(kwargs, out)):
+        encoded = _graphmend_encode(args, out) and _graphmend_encode(kwargs, out)
+        tags, strs, ints, floats, tensors, grads = out
+        if grads and not recorded:
+            # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``), which neither
+            # the op's copy nor a record's has: the original call itself, at a graph break, as
+            # before the rewrite (nothing is recorded before it in this region, so the order is
+            # the program's). Dynamo knows requires_grad while it traces: a call without
+            # gradients (inference) stays in the graph.
+            return callee(*args, **kwargs)
+        if target is None or recorded or not encoded:
             # A Logger method (Dynamo cannot name the logger), arguments the op cannot carry, or
             # a call after such a record in this region: a record replayed by the boundary, so
             # the output keeps the program's order (and, as before the op, is lost when the
             # graph fails after it).
             return _graphmend_record(where, callee, kind, line, function)(*args, **kwargs)
-        tags, strs, ints, floats, tensors, grads = out
-        if grads:
-            # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``): the original
-            # call itself, at a graph break, as before the rewrite (nothing is recorded before it
-            # in this region, so the order is the program's). Dynamo knows requires_grad while it
-            # traces: a call without gradients (inference) stays in the graph.
-            return callee(*args, **kwargs)
         op([kind, where.file, str(line), function, target[0], target[1]], tags, strs, ints, floats, tensors)
 
     return ingraph

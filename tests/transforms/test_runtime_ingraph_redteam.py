@@ -121,3 +121,46 @@ def test_level_and_warning_filter_changed_between_calls_are_read_at_each_call(tm
     assert len(expected[1]) == 2 and [len(s) for s in expected[2]] == [0, 1, 1, 1]
     reset_dynamo()
     assert _switched(torch.compile(load_module(tmp_path, result.text).M(), backend=backend)) == expected
+
+
+LOGGED = '''import logging
+import torch
+log = logging.getLogger("grad_fn_logged")
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+    def forward(self, x):
+        y = x * self.w
+        log.warning("y %s", y)
+        return y.sum()
+'''
+
+
+def test_a_logged_tensor_that_requires_grad_keeps_its_grad_fn(tmp_path):
+    """A Logger method is a record the boundary replays, and a record is a detached copy too:
+    given a tensor that requires grad, the call is made as the original made it."""
+    import logging
+
+    result = fix_program(LOGGED)
+    assert "_graphmend_deferred(log.warning" in result.text
+
+    def logged(model):
+        seen = []
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                seen.append(record.getMessage())
+
+        logger, handler = logging.getLogger("grad_fn_logged"), Keep()
+        logger.addHandler(handler)
+        try:
+            model(torch.tensor([1.0, 2.0])).backward()
+        finally:
+            logger.removeHandler(handler)
+        return seen
+
+    expected = logged(load_module(tmp_path, LOGGED).M())
+    assert expected == ["y tensor([1., 2.], grad_fn=<MulBackward0>)"]
+    reset_dynamo()
+    assert logged(torch.compile(load_module(tmp_path, result.text).M(), backend="eager")) == expected
