@@ -299,12 +299,14 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
         recorded = getattr(_graphmend_runtime.region, "recorded", False)
         encoded = _graphmend_encode(args, out) and _graphmend_encode(kwargs, out)
         tags, strs, ints, floats, tensors, grads = out
-        if grads and not recorded:
+        if grads:
             # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``), which neither
             # the op's copy nor a record's has: the original call itself, at a graph break, as
-            # before the rewrite (nothing is recorded before it in this region, so the order is
-            # the program's). Dynamo knows requires_grad while it traces: a call without
+            # before the rewrite, after the calls recorded before it in this region (the flush
+            # breaks the graph too). Dynamo knows requires_grad while it traces: a call without
             # gradients (inference) stays in the graph.
+            if recorded:
+                _graphmend_flush()
             return callee(*args, **kwargs)
         if target is None or recorded or not encoded:
             # A Logger method (Dynamo cannot name the logger), arguments the op cannot carry, or

@@ -164,3 +164,56 @@ def test_a_logged_tensor_that_requires_grad_keeps_its_grad_fn(tmp_path):
     assert expected == ["y tensor([1., 2.], grad_fn=<MulBackward0>)"]
     reset_dynamo()
     assert logged(torch.compile(load_module(tmp_path, result.text).M(), backend="eager")) == expected
+
+
+ORDERED = '''import logging
+import torch
+log = logging.getLogger("grad_fn_ordered")
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+    def forward(self, x):
+        log.warning("first")
+        y = x * self.w
+        print("y", y)
+        log.warning("last")
+        return y.sum()
+'''
+
+
+def test_a_grad_print_after_a_recorded_call_comes_after_it(tmp_path):
+    """A Logger method recorded earlier in the region, then a print made at a graph break: the
+    record is replayed first (at the break), then the print, then the rest, as in the original."""
+    import logging
+
+    result = fix_program(ORDERED)
+    assert "_graphmend_deferred(print" in result.text and "_graphmend_deferred(log.warning" in result.text
+
+    def events(model):
+        seen = []
+
+        class Keep(logging.Handler):
+            def emit(self, record):
+                seen.append(("log", record.getMessage()))
+
+        class Out(io.StringIO):
+            def write(self, text):
+                if text.strip():
+                    seen.append(("print", text.strip()))
+                return len(text)
+
+        logger, handler = logging.getLogger("grad_fn_ordered"), Keep()
+        logger.addHandler(handler)
+        try:
+            with contextlib.redirect_stdout(Out()):
+                model(torch.tensor([1.0, 2.0])).backward()
+        finally:
+            logger.removeHandler(handler)
+        return seen
+
+    expected = events(load_module(tmp_path, ORDERED).M())
+    assert expected == [("log", "first"), ("print", "y"), ("print", "tensor([1., 2.], grad_fn=<MulBackward0>)"),
+                        ("log", "last")]
+    reset_dynamo()
+    assert events(torch.compile(load_module(tmp_path, result.text).M(), backend="eager")) == expected
