@@ -179,8 +179,8 @@ _AFTER = (cst.Call, cst.Subscript, cst.BinaryOperation, cst.Comparison)
 # against torch on fake tensors by tests/transforms/test_deferral_trace_faults.py), and reads of
 # a tensor's metadata. Anything else a tensor may run is a trace-time failure until shown not.
 TRACE_SAFE_CALLS = frozenset(("sin", "cos", "tanh", "sigmoid", "exp", "sum", "clone", "detach", "contiguous", "float",
-                              "dim", "numel", "is_floating_point"))
-TRACE_SAFE_FUNCTIONS = TRACE_SAFE_CALLS - {"contiguous", "float", "dim"}  # torch.float is a dtype
+                              "dim", "size", "numel", "is_floating_point"))
+TRACE_SAFE_FUNCTIONS = TRACE_SAFE_CALLS - {"contiguous", "float", "dim", "size"}  # torch.float is a dtype
 # Builtins whose own failure is Python-level (Dynamo then runs the frame eagerly, the call as written).
 _TRACE_SAFE_BUILTINS = frozenset(("isinstance", "getattr", "hasattr", "super"))
 # Operators that cannot fail with a tensor of any shape and dtype on one side and a number on the
