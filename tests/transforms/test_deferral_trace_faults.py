@@ -211,7 +211,8 @@ def test_a_mixin_of_another_file_fixed_behaves_as_the_original_under_each_warnin
 
 
 # The same-file rule (GM201 in a module class that defines `forward`) defers a print before a
-# Linear given the wrong width: the trace fails and the print made in the graph never runs.
+# Linear given the wrong width, or before an index held in a Python int: the trace fails and the
+# print made in the graph never runs.
 SAME_FILE = '''import torch
 
 
@@ -220,16 +221,21 @@ class M(torch.nn.Module):
         super().__init__()
         self.proj = torch.nn.Linear(4, 2)
 
-    def forward(self, x):
+    def forward(self, x, i: int):
         print("projecting", x.shape)
-        return self.proj(x)
+        return {after}
 '''
+SAME_FILE_CALLS = {"linear": ("self.proj(x)", ((torch.ones(1, 4), 0), (torch.ones(1, 3), 0))),
+                   "int-index": ("x[i]", ((torch.ones(4), 1), (torch.ones(4), 5)))}
 
 
 @pytest.mark.xfail(strict=True, reason="the same-file deferral (landed) does not check what may fail while Dynamo "
-                   "traces the rest of the graph: the print is lost before a shape error found in tracing")
-def test_same_file_print_before_a_shape_error_found_while_tracing(tmp_path):
-    result = fix_text("m.py", SAME_FILE, RuleContext(file="m.py", device="cpu"))
+                   "traces the rest of the graph: the print is lost before a shape or index error found in tracing")
+@pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
+def test_same_file_print_before_an_error_found_while_tracing(tmp_path, case):
+    after, calls = SAME_FILE_CALLS[case]
+    text = SAME_FILE.format(after=after)
+    result = fix_text("m.py", text, RuleContext(file="m.py", device="cpu"))
 
     def shown(module):
         reset_dynamo()
@@ -237,13 +243,13 @@ def test_same_file_print_before_a_shape_error_found_while_tracing(tmp_path):
         model = torch.compile(module.M(), backend="eager")
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            for x in (torch.ones(1, 4), torch.ones(1, 3)):
+            for args in calls:
                 try:
-                    model(x)
+                    model(*args)
                 except Exception as error:  # noqa: BLE001 - compared
                     print(type(error).__name__)
         return out.getvalue()
 
-    want = shown(load_module(tmp_path, SAME_FILE))
+    want = shown(load_module(tmp_path, text))
     assert want.count("projecting") == 2
     assert not result.applied or shown(load_module(tmp_path, result.text)) == want
