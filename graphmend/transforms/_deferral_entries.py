@@ -12,7 +12,12 @@ every frame between the entry and the call was read and shown to be safe:
 * in every frame's file, nothing may fail after the call in the same compiled graph (the checks
   the same-file case makes: a tensor-valued check that may be lowered, an index held in a tensor,
   in the frame's function and in the methods of the classes that may be in the graph with it) —
-  the records of a graph that fails are lost;
+  the records of a graph that fails are lost — nor while Dynamo traces it: a tensor operation
+  whose shapes or dtypes may not fit (``y + mask``, ``self.proj(y)``, ``y.view(7)``, ``y[0]``)
+  fails the trace itself, before any op of the graph runs, so a call made in the graph
+  (``graphmend::deferred``) is lost with it, as a record is (:func:`_trace_fault`; Python-level
+  errors while tracing, a ``KeyError`` or an ``AttributeError``, make Dynamo run the frame
+  eagerly, where the call runs as written);
 * no frame's function makes an output of its own (``print``, logging, ``warnings``,
   ``sys.stdout.write``): that file is not rewritten, so its output would stay immediate and
   appear before the deferred one although it came after it;
@@ -166,6 +171,99 @@ def _relative_name(here: str, there: str, root: str) -> Optional[tuple[int, str]
 # nn modules whose call indexes a table with the values it is given (an id out of range fails).
 _LOOKUP_MODULES = ("Embedding", "EmbeddingBag")
 
+# What runs after a deferred call and may fail there: calls, subscripts, operators.
+_AFTER = (cst.Call, cst.Subscript, cst.BinaryOperation, cst.Comparison)
+
+# Tensor methods (``x.sin()``) and torch functions (``torch.sin(x)``) that, given one tensor of any
+# shape and dtype and nothing else, cannot fail while Dynamo traces them (each entry is checked
+# against torch on fake tensors by tests/transforms/test_deferral_trace_faults.py), and reads of
+# a tensor's metadata. Anything else a tensor may run is a trace-time failure until shown not.
+TRACE_SAFE_CALLS = frozenset(("sin", "cos", "tanh", "sigmoid", "exp", "sum", "clone", "detach", "contiguous", "float",
+                              "dim", "size", "numel", "is_floating_point"))
+TRACE_SAFE_FUNCTIONS = TRACE_SAFE_CALLS - {"contiguous", "float", "dim", "size"}  # torch.float is a dtype
+# Builtins whose own failure is Python-level (Dynamo then runs the frame eagerly, the call as written).
+_TRACE_SAFE_BUILTINS = frozenset(("isinstance", "getattr", "hasattr", "super"))
+# Operators that cannot fail with a tensor of any shape and dtype on one side and a number on the
+# other (``mask - 1`` fails for a bool tensor when the graph runs, ``@`` for any number); comparisons
+# by identity.
+_NUMBER_OPERATORS = (cst.Add, cst.Multiply, cst.Divide)
+_NUMBER_COMPARISONS = (cst.Equal, cst.NotEqual)
+_IDENTITY = (cst.Is, cst.IsNot)
+
+
+def _trace_fault(node: cst.CSTNode) -> Optional[str]:
+    """The code of ``node`` if it may fail while Dynamo traces it (on the shapes, dtypes or static
+    values it is given), or None: any subscript (``y[0]``: out of range on a tensor), an operator
+    between two values that may both be tensors (broadcasting), a call of a torch function, a
+    value's method, a builtin or a module not of this file (``self.proj(y)``) that is not vetted.
+    Calls of this file's functions are followed by the caller; output calls (the deferred ones and
+    the outputs the callers check) are not failures here."""
+    from graphmend.transforms._analysis import dotted
+    from graphmend.transforms._deferral import _is_output
+    from graphmend.transforms._effects import code
+
+    if isinstance(node, cst.Subscript):
+        return code(node)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, _NUMBER_OPERATORS) and (_number(node.left) or _number(node.right)):
+            return None
+        return code(node)
+    if isinstance(node, cst.Comparison):
+        left = node.left
+        for target in node.comparisons:
+            if not (isinstance(target.operator, _IDENTITY) or (
+                    isinstance(target.operator, _NUMBER_COMPARISONS) and (_number(left) or _number(target.comparator)))):
+                return code(node)
+            left = target.comparator
+        return None
+    assert isinstance(node, cst.Call)
+    func = node.func
+    if _is_output(node) or (isinstance(func, cst.Call) and dotted(func.func) == B.DEFERRED):
+        return None
+    if isinstance(func, cst.Name):
+        return None if func.value in _TRACE_SAFE_BUILTINS else code(node)
+    if isinstance(func, cst.Attribute):
+        plain = all(a.keyword is None and not a.star for a in node.args)
+        if dotted(func.value) == "torch":
+            if func.attr.value in TRACE_SAFE_FUNCTIONS and plain and len(node.args) == 1:
+                return None
+        elif func.attr.value in TRACE_SAFE_CALLS and not node.args:
+            return None
+    if isinstance(func, cst.Attribute) and dotted(func.value).split(".")[0] in ("warnings", "logging"):
+        return None
+    return code(node)
+
+
+def _located(node: cst.CSTNode, where: str) -> Optional[tuple[str, str]]:
+    fault = _trace_fault(node)
+    return (fault, where) if fault else None
+
+
+def _runs(tree: cst.CSTNode) -> list[cst.CSTNode]:
+    """The calls, subscripts and operators in ``tree`` that run, in order: not the text of an
+    annotation, nor the callee and site arguments of a deferred call (``_graphmend_deferred(print,
+    "call")``: the runtime's, evaluated as constants)."""
+    from graphmend.transforms._analysis import dotted
+
+    skip: set[int] = set()
+    for node in iter_nodes(tree, (cst.Annotation, cst.Call)):
+        if isinstance(node, cst.Annotation) or dotted(node.func) == B.DEFERRED:  # type: ignore[union-attr]
+            skip |= {id(n) for n in iter_nodes(node, _AFTER)}
+    return [n for n in iter_nodes(tree, _AFTER) if id(n) not in skip]
+
+
+def _number(node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _traced_reason(fault: str, where: str) -> str:
+    return (f"`{fault}` {where} may fail while Dynamo traces it (a shape, dtype or index that does not fit), after the "
+            "call in the same compiled graph: the trace then fails before any op of the graph runs, and what the call "
+            "made in the graph (or recorded) is lost, while the original made it before the error (or it may fail when "
+            "the graph runs, where a record is lost)")
+
 
 def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
     """Why something that runs after ``call`` in its function (or again in a loop around it), or in
@@ -187,10 +285,12 @@ def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
     if func is None:
         return None
     start = source.positions[call].end
-    inside = {id(n) for n in iter_nodes(call, (cst.Call, cst.Subscript))}
-    after = [n for n in iter_nodes(func.body, (cst.Call, cst.Subscript)) if id(n) not in inside and (
+    inside = {id(n) for n in iter_nodes(call, _AFTER)}
+    # what completes after the call: what starts after it, what holds it (``self.helper(x) + mask``
+    # adds once the call returned), and what a loop around it runs again
+    after = [n for n in _runs(func.body) if id(n) not in inside and (
         (source.positions[n].start.line, source.positions[n].start.column) >= (start.line, start.column)
-        or R._same_loop(source, n, call, func))]
+        or any(m is call for m in iter_nodes(n, (cst.Call,))) or R._same_loop(source, n, call, func))]
     program = _Program(source)
     return _failure_in(program, after, func, {id(func)})
 
@@ -201,13 +301,15 @@ def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int]) -> Option
     source = program.source
     owner = program.owner.get(id(func))
     tensors = R._tensor_names(func)
+    traced: Optional[tuple[str, str]] = None
     for node in nodes:
         where = f"at {source.path}:{source.line(node)}"
-        fault = R._value_fault(node, tensors)
+        fault = R._value_fault(node, tensors) if isinstance(node, (cst.Call, cst.Subscript)) else None
         if fault:
             return (f"`{fault}` {where} may fail on the values it is given (an index out of range) after the call in "
                     "the same compiled graph, and the records of a graph that fails are lost")
         if not isinstance(node, cst.Call):
+            traced = traced or _located(node, where)
             continue
         if _lookup(program, node, owner):
             return (f"`{code(node)}` {where} looks ids up in an embedding table after the call in the same compiled "
@@ -216,14 +318,17 @@ def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int]) -> Option
         if why:
             return (f"{why} {where}, after the call in the same compiled graph: its code was not shown free of "
                     "failures (the records of a graph that fails are lost)")
+        if not targets:
+            traced = traced or _located(node, where)
         for target in targets:
             if id(target) in seen:
                 continue
             seen.add(id(target))
-            inner = _failure_in(program, list(iter_nodes(target.body, (cst.Call, cst.Subscript))), target, seen)
+            inner = _failure_in(program, _runs(target.body), target, seen)
             if inner:
                 return inner
-    return None
+    # a failure on values is named first (the reason the same-file rules give); then one in tracing
+    return _traced_reason(*traced) if traced else None
 
 
 def _resolve(program, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:

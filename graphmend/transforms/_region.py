@@ -161,10 +161,12 @@ INDEXING_CALLS = frozenset("gather scatter scatter_add scatter_reduce index_sele
 def _value_fault(node: cst.CSTNode, tensors: set[str]) -> Optional[str]:
     """The code of an operation that may fail on tensor values (not shapes), or None.
 
-    An index that is a Python int (a loop counter, a constant) is checked by Dynamo while it
-    traces, where the original's graph break would have come first anyway; what may fail inside
-    a graph is an index held in a tensor: one computed by a call, or a parameter of the function
-    that may be a tensor (``tensors``)."""
+    What may fail inside a graph is an index held in a tensor: one computed by a call, or a
+    parameter of the function that may be a tensor (``tensors``). An index that is a Python int
+    (a loop counter, a constant) is checked by Dynamo while it traces: a failure there builds no
+    graph, so the output made in it before is lost too, while the original's graph break made it
+    first; the cross-file rule checks those (``_deferral_entries._trace_fault``), this one not yet
+    (``tests/transforms/test_deferral_trace_faults.py``)."""
     from graphmend.transforms._effects import code
 
     if isinstance(node, cst.Call):
