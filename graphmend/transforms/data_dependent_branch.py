@@ -34,6 +34,7 @@ from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
+from graphmend.transforms import _later as L
 from graphmend.transforms import _reads as R
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
@@ -533,7 +534,7 @@ class DataDependentBranch(Transform):
         # the generated text is indented as it will be parsed (inside a kept `if`: 4), while
         # the line-length check uses the real column.
         indent = _Indent(source.positions[node].start.column + (4 if nested else 0), "    " if nested else "")
-        if shape == "assign":
+        if call_shape is None and arms[0].ret is None:
             for name in _target_order(arms):
                 values = []
                 annotation = None
@@ -607,6 +608,9 @@ class DataDependentBranch(Transform):
         if identity:
             raise _Declined(identity)
         why = guard_reads(attr_reads, [g for g in guard if g not in evaluated])
+        if why:
+            raise _Declined(why)
+        why = self._later_use(source, func, node, call_shape if shape == "call" else None, arms, final is None, test_names, t)
         if why:
             raise _Declined(why)
 
@@ -729,6 +733,39 @@ class DataDependentBranch(Transform):
                 "otherwise picks the branch as the `if` did"
             )
         return safety
+
+    def _later_use(self, source: SourceFile, func: cst.FunctionDef, node: cst.If, call_shape, arms: list[_Arm],
+                   implicit: bool, test_names: set[str], t: A._Torch) -> Optional[str]:
+        """What the code after the site does with what the site made or read (:mod:`_later`)."""
+        reads = set(test_names)
+        bound = {_assigned_name(s) for arm in arms for s in arm.setups}
+        selected: dict[str, list] = {}
+        call, call_values, returned = None, None, None
+        for arm in arms:
+            for value in [*(s.value for s in arm.setups), *(v for _, v, _ in arm.targets), arm.ret]:  # type: ignore[attr-defined]
+                if value is not None:
+                    reads |= A.names_in(value)
+        if call_shape is None and arms[0].ret is None:
+            for name in _target_order(arms):
+                values = [v for arm in arms for n, v, _ in arm.targets if n == name]
+                if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
+                    values.append(cst.Name(name))
+                selected[name] = values
+            bound |= set(selected)
+        elif call_shape is None:
+            returned = [arm.ret for arm in arms]
+        else:
+            stmt, differing = call_shape
+            call = _call_of(stmt)
+            call_values = [_call_of(arm.call_stmt).args[k].value for arm in arms for k in differing]  # type: ignore[arg-type]
+            reads |= set().union(*(A.names_in(v) for v in call_values))
+            if isinstance(stmt, cst.Assign):
+                target = stmt.targets[0].target.value  # type: ignore[union-attr]
+                selected[target], bound = call_values, bound | {target}
+        return L.later_use(func, node, source.positions, t, E.Modules(source.enclosing(func, (cst.ClassDef,))),  # type: ignore[arg-type]
+                           grad=not grad_disabled(source, node), reads=reads, bound=bound, selected=selected,
+                           known_fresh=A.FRESH, call=call, call_values=call_values,
+                           returned=returned)
 
     def _select_fn(self, torch_name: str) -> str:
         """``torch.where`` for values proven alike; else the checked helper (added to the module)."""
