@@ -29,6 +29,10 @@ is not the same object graph, and the code after the site can tell:
   printed, formatted, logged, given to an unknown call (which may print it) or read for its
   ``grad_fn`` after the site is declined unless autograd is provably off around the site.
 
+- **identity** (:func:`alias_hazard`, :func:`outside_roots`): the select is a new tensor where
+  the original kept an existing one (the caller's argument, a buffer, another alias), so a later
+  in-place update through another name, or the caller, would no longer reach it.
+
 Each function returns why (naming the later use and its line) or None. Everything is read from
 the source; what is not known (an unknown call, a name bound again after the site) is taken at
 its worst.
@@ -42,6 +46,7 @@ import libcst as cst
 
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
+from graphmend.transforms.base import SourceFile
 
 # Tensor methods whose result depends on the strides, not only on the values: ``view`` raises
 # for some layouts, the others read the layout or the storage itself.
@@ -357,3 +362,30 @@ def expression_use(expr: cst.CSTNode, parents, t, modules: E.Modules, *, grad: b
         return ("the select is returned (the caller may read its strides), and the branches evidently differ in "
                 f"layout{reason}")
     return None
+
+
+# --- identity: the selected value is a new tensor (GM101, GM402) ---------------------------------
+
+
+def outside_roots(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, values: list, t: A._Torch) -> set[str]:
+    """The names whose objects (an argument, ``self``'s attribute, not a tensor made in this
+    function before ``node``) the values may be, view, or be a no-op conversion of."""
+    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+    out: set[str] = set()
+    for v in values:
+        for root in E.alias_roots(v, t, A.FRESH, modules):
+            if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
+                out.add(root)
+    return out
+
+
+def identity_reason(value: str, root: str) -> str:
+    return (f"on one path the value is `{value}`, which may be `{root}`'s own object (the caller's tensor, a "
+            "parameter or buffer, or a view or no-op conversion of it); torch.where returns a new tensor, so the "
+            "caller would no longer get that object (its identity, later in-place updates, an nn.Parameter's type)")
+
+
+def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:
+    """Why replacing ``names``' values by a select may lose an in-place update, or None."""
+    cls = source.enclosing(func, (cst.ClassDef,))
+    return E.later_write(func, site, source.positions, names, t, A.FRESH, E.Modules(cls))  # type: ignore[arg-type]

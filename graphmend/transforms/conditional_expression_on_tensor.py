@@ -186,7 +186,7 @@ class ConditionalExpressionOnTensor(Transform):
         if chosen:
             modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
             why = E.operand_written(node, source.parent, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
-            why = why or gm101.alias_hazard(source, func, node, chosen, t)  # type: ignore[arg-type]
+            why = why or L.alias_hazard(source, func, node, chosen, t)  # type: ignore[arg-type]
             if why:
                 raise _Declined(f"{why}; the select makes a new tensor, so that update would miss the tensor "
                                 "the original program wrote")
@@ -194,12 +194,12 @@ class ConditionalExpressionOnTensor(Transform):
         checker = gm101.DataDependentBranch()
         checker.begin_site(source, func, node, untyped=not pred.typed)  # type: ignore[arg-type]
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
-        outside = gm101.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
+        outside = L.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
         if outside:
             escape = _value_escapes(node, source, func, t)  # type: ignore[arg-type]
             if escape:
-                value = next(v for v in (node.body, node.orelse) if gm101.outside_roots(source, func, node, [v], t))  # type: ignore[arg-type]
-                raise _Declined(f"{gm101.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
+                value = next(v for v in (node.body, node.orelse) if L.outside_roots(source, func, node, [v], t))  # type: ignore[arg-type]
+                raise _Declined(f"{L.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
         select = checker._select_fn(torch_name)
         text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
         # The select only where every tensor the expression reads is an ordinary strided one; any

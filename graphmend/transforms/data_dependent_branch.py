@@ -507,7 +507,7 @@ class DataDependentBranch(Transform):
             # written later without anyone seeing which object it is.
             private = {n for n in selected_names if classes.get(n, {n}) <= {n}
                        and E.reaching_fresh(func, node, n, source.parent, t, A.FRESH, modules)}
-            hazard = alias_hazard(source, func, node, (selected_names - private) | _value_names(arms, t), t)
+            hazard = L.alias_hazard(source, func, node, (selected_names - private) | _value_names(arms, t), t)
             if hazard:
                 raise _Declined(f"{hazard}; torch.where returns a new tensor, so that update would no longer "
                                 "reach the tensor the original program wrote")
@@ -555,9 +555,9 @@ class DataDependentBranch(Transform):
             values = [arm.ret for arm in arms]
             returned = [e.value for v in values for e in v.elements] if all(isinstance(v, cst.Tuple) for v in values) else values
             for v in returned:
-                outside = outside_roots(source, func, node, [v], t)  # type: ignore[list-item]
+                outside = L.outside_roots(source, func, node, [v], t)  # type: ignore[list-item]
                 if outside:
-                    raise _Declined(identity_reason(A.code(v), sorted(outside)[0]))  # type: ignore[arg-type]
+                    raise _Declined(L.identity_reason(A.code(v), sorted(outside)[0]))  # type: ignore[arg-type]
             if all(isinstance(v, cst.Tuple) for v in values):
                 sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
                 if len(sizes) != 1:
@@ -580,7 +580,7 @@ class DataDependentBranch(Transform):
             written, why = E.call_writes(call, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
             if chosen and why:
                 raise _Declined(f"{why}; after the rewrite it would get a new tensor instead of `{sorted(chosen)[0]}`")
-            outside = outside_roots(source, func, node, [_call_of(arm.call_stmt).args[k].value  # type: ignore[arg-type]
+            outside = L.outside_roots(source, func, node, [_call_of(arm.call_stmt).args[k].value  # type: ignore[arg-type]
                                                          for arm in arms for k in differing], t)
             if outside and not _consumes_only(call, t):
                 raise _Declined(f"`{A.code(call.func)}(...)` may keep or return its argument (a container's `append`, "
@@ -588,7 +588,7 @@ class DataDependentBranch(Transform):
                                 "object; after the rewrite it would get a new tensor, so the caller's later in-place "
                                 "updates (or identity checks) would no longer reach what it kept")
             target = [stmt.targets[0].target.value] if isinstance(stmt, cst.Assign) else []  # type: ignore[union-attr]
-            hazard = alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
+            hazard = L.alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
             if hazard:
                 raise _Declined(f"{hazard}; the selected argument is a new tensor after the rewrite")
             new_args = list(call.args)
@@ -1117,7 +1117,7 @@ def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNod
         values = [v for arm in arms for n, v, _ in arm.targets if n == name]
         if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
             values.append(cst.Name(name))
-        outside = outside_roots(source, func, node, values, t)
+        outside = L.outside_roots(source, func, node, values, t)
         if outside:
             escape = E.escapes_after(func, node, source.positions, {name}, t, A.FRESH)
             if escape:
@@ -1125,30 +1125,6 @@ def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNod
                         f"{escape}; after the rewrite it is a new tensor there, which a caller that updates either "
                         "one in place (or compares identity) would see")
     return None
-
-
-def outside_roots(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, values: list, t: A._Torch) -> set[str]:
-    """The names whose objects (an argument, ``self``'s attribute, not a tensor made in this
-    function before ``node``) the values may be, view, or be a no-op conversion of."""
-    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
-    out: set[str] = set()
-    for v in values:
-        for root in E.alias_roots(v, t, A.FRESH, modules):
-            if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
-                out.add(root)
-    return out
-
-
-def identity_reason(value: str, root: str) -> str:
-    return (f"on one path the value is `{value}`, which may be `{root}`'s own object (the caller's tensor, a "
-            "parameter or buffer, or a view or no-op conversion of it); torch.where returns a new tensor, so the "
-            "caller would no longer get that object (its identity, later in-place updates, an nn.Parameter's type)")
-
-
-def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:
-    """Why replacing ``names``' values by a select may lose an in-place update, or None."""
-    cls = source.enclosing(func, (cst.ClassDef,))
-    return E.later_write(func, site, source.positions, names, t, A.FRESH, E.Modules(cls))  # type: ignore[arg-type]
 
 
 def _names_outside(func: cst.FunctionDef, node: cst.If, following_return: Optional[cst.CSTNode]) -> set[str]:
