@@ -40,7 +40,7 @@ its worst.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Optional
 
 import libcst as cst
 
@@ -85,8 +85,8 @@ class After:
     def __init__(self, func: cst.FunctionDef, site: cst.CSTNode, positions):
         self.func, self.site, self.positions = func, site, positions
         end = positions[site].end
-        self.site_start = _position(positions, site)
         self.site_end = (end.line, end.column)
+        self._nodes: Optional[list[cst.CSTNode]] = None
         self.loop: Optional[tuple[tuple[int, int], tuple[int, int]]] = None
         for node in E.iter_tree(func.body):
             if isinstance(node, (cst.For, cst.While)) and any(d is site for d in E.iter_tree(node)):
@@ -97,10 +97,10 @@ class After:
         start = _position(self.positions, node)
         return start >= self.site_end or (self.loop is not None and self.loop[0] <= start <= self.loop[1])
 
-    def nodes(self) -> Iterator[cst.CSTNode]:
-        for node in E._skip_walk(self.func.body, self.site):
-            if self.runs_after(node):
-                yield node
+    def nodes(self) -> list[cst.CSTNode]:
+        if self._nodes is None:
+            self._nodes = [n for n in E._skip_walk(self.func.body, self.site) if self.runs_after(n)]
+        return self._nodes
 
 
 def rebound(func: cst.FunctionDef, site: cst.CSTNode, positions, bound: Iterable[str]) -> frozenset[str]:
