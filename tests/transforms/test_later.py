@@ -251,3 +251,29 @@ def show(x):
 def test_evident_layouts(arms, same):
     t = A.torch_names_of(cst.parse_module("import torch\n"))
     assert L.evident_layouts([cst.parse_expression(a) for a in arms], t) is same
+
+
+def _site(code: str):
+    module = cst.parse_module(code)
+    positions = cst.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.PositionProvider)
+    func = module.body[0]
+    site = next(s for s in func.body.body if isinstance(s, cst.If))
+    return func, site, positions
+
+
+@pytest.mark.parametrize("later, hazard", [
+    ("h.add_(1)", None),  # the new tensor
+    ("g.add_(1)", "`g.add_(1)` updates a tensor in place"),  # the old one, through its other name
+])
+def test_later_write_skips_a_rebound_name_but_not_its_aliases(later, hazard):
+    from graphmend.transforms import _effects as E
+
+    func, site, positions = _site(f"def f(x, c):\n    h = x * 1.5\n    g = h\n    if c:\n        h = h.clamp(max=1.0)\n"
+                                  f"    {later}\n    return h\n")
+    t = A.torch_names_of(cst.parse_module("import torch\n"))
+    bound = L.rebound(func, site, positions, {"h"})
+    assert bound == {"h"}
+    found = E.later_write(func, site, positions, {"h"}, t, A.FRESH, E.Modules(), rebound=bound)
+    assert (found is None) if hazard is None else (hazard in found), found
+    # without the exemption the write through `h` counts (the first version's over-reach)
+    assert E.later_write(func, site, positions, {"h"}, t, A.FRESH, E.Modules()) is not None
