@@ -516,13 +516,17 @@ def alias_classes(func: cst.FunctionDef, t, known_fresh: frozenset[str], modules
 
 
 def later_write(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[str], t,
-                known_fresh: frozenset[str], modules: Modules) -> Optional[str]:
+                known_fresh: frozenset[str], modules: Modules, rebound: frozenset[str] = frozenset()) -> Optional[str]:
     """Why a tensor that ``names`` may share could be written after ``site`` runs, or None.
 
     "After" is later in the function's text, or anywhere in a loop around the site (its next
     iteration). The site's own subtree is not looked at. A rewrite that replaces the value of
     such a name by a new tensor (``torch.where``) would make that write miss the tensor the
     original program updated (the caller's argument, a buffer, another alias).
+
+    ``rebound``: names the site binds to a new tensor that no later statement binds again
+    (``_later.rebound``); a write through one of them reaches that new tensor, not what the name
+    held before, so it does not count (a write through another alias of the old tensor does).
     """
     if not names:
         return None
@@ -540,7 +544,7 @@ def later_write(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[
         if not (start >= site_end or (loop_range is not None and loop_range[0] <= start <= loop_range[1])):
             continue
         written, why = _node_writes(node, t, modules, known_fresh)
-        hit = written & shared
+        hit = (written & shared) - rebound
         if hit:
             return f"{why} at line {p.start.line}, and `{sorted(hit)[0]}` may share its tensor with `{sorted(names)[0]}`"
     return None

@@ -22,6 +22,7 @@ from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
+from graphmend.transforms import _later as L
 from graphmend.transforms import _reads as R
 from graphmend.transforms import data_dependent_branch as gm101
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
@@ -185,7 +186,7 @@ class ConditionalExpressionOnTensor(Transform):
         if chosen:
             modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
             why = E.operand_written(node, source.parent, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
-            why = why or gm101.alias_hazard(source, func, node, chosen, t)  # type: ignore[arg-type]
+            why = why or L.alias_hazard(source, func, node, chosen, t)  # type: ignore[arg-type]
             if why:
                 raise _Declined(f"{why}; the select makes a new tensor, so that update would miss the tensor "
                                 "the original program wrote")
@@ -193,12 +194,12 @@ class ConditionalExpressionOnTensor(Transform):
         checker = gm101.DataDependentBranch()
         checker.begin_site(source, func, node, untyped=not pred.typed)  # type: ignore[arg-type]
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
-        outside = gm101.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
+        outside = L.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
         if outside:
             escape = _value_escapes(node, source, func, t)  # type: ignore[arg-type]
             if escape:
-                value = next(v for v in (node.body, node.orelse) if gm101.outside_roots(source, func, node, [v], t))  # type: ignore[arg-type]
-                raise _Declined(f"{gm101.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
+                value = next(v for v in (node.body, node.orelse) if L.outside_roots(source, func, node, [v], t))  # type: ignore[arg-type]
+                raise _Declined(f"{L.identity_reason(A.code(value), sorted(outside)[0])}: {escape}")
         select = checker._select_fn(torch_name)
         text = f"{select}({pred.text}, {A.code(node.body)}, {A.code(node.orelse)})"
         # The select only where every tensor the expression reads is an ordinary strided one; any
@@ -207,6 +208,9 @@ class ConditionalExpressionOnTensor(Transform):
         guard = G.operands([node], local, lambda n: gm101._bound_before(n, node, func, source),  # type: ignore[arg-type]
                            G.Scope(source.module, t))
         why = gm101.guard_reads(reads, guard)
+        if why:
+            raise _Declined(why)
+        why = _later_use(node, source, func, t)  # type: ignore[arg-type]
         if why:
             raise _Declined(why)
         parens = {"lpar": node.lpar, "rpar": node.rpar}
@@ -269,6 +273,28 @@ def _value_escapes(node: cst.IfExp, source: SourceFile, func: cst.FunctionDef, t
     if isinstance(cur, cst.Return):
         return f"it is returned at line {source.line(node)}"
     return f"it is stored or passed on as it is at line {source.line(node)}"
+
+
+def _later_use(node: cst.IfExp, source: SourceFile, func: cst.FunctionDef, t: A._Torch) -> Optional[str]:
+    """What the statement around the expression, and the code after it, do with the select and
+    with what the arms and the condition read (:mod:`_later`)."""
+    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
+    grad = not gm101.grad_disabled(source, node)
+    values = [node.body, node.orelse]
+    why = L.expression_use(node, source.parent, t, modules, grad=grad, values=values)
+    if why:
+        return why
+    stmt = source.parent(node)
+    while stmt is not None and not isinstance(stmt, cst.BaseSmallStatement):
+        stmt = source.parent(stmt)
+    targets = [a.target for a in stmt.targets] if isinstance(stmt, cst.Assign) else \
+        [stmt.target] if isinstance(stmt, cst.AnnAssign) else []
+    names = {n.value for n in targets if isinstance(n, cst.Name)}
+    direct = isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is node
+    reads = A.names_in(node.test) | A.names_in(node.body) | A.names_in(node.orelse)
+    return L.later_use(func, node, source.positions, t, modules, grad=grad, reads=reads, bound=names,
+                       selected={n: values for n in names}, known_fresh=A.FRESH,
+                       bare=names if direct else set())
 
 
 def _lowest(a: Safety, b: Safety) -> Safety:

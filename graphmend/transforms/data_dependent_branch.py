@@ -34,6 +34,7 @@ from graphmend.model import Category, Decline, Fix, Safety
 from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
+from graphmend.transforms import _later as L
 from graphmend.transforms import _reads as R
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
@@ -506,7 +507,7 @@ class DataDependentBranch(Transform):
             # written later without anyone seeing which object it is.
             private = {n for n in selected_names if classes.get(n, {n}) <= {n}
                        and E.reaching_fresh(func, node, n, source.parent, t, A.FRESH, modules)}
-            hazard = alias_hazard(source, func, node, (selected_names - private) | _value_names(arms, t), t)
+            hazard = L.alias_hazard(source, func, node, (selected_names - private) | _value_names(arms, t), t)
             if hazard:
                 raise _Declined(f"{hazard}; torch.where returns a new tensor, so that update would no longer "
                                 "reach the tensor the original program wrote")
@@ -533,7 +534,7 @@ class DataDependentBranch(Transform):
         # the generated text is indented as it will be parsed (inside a kept `if`: 4), while
         # the line-length check uses the real column.
         indent = _Indent(source.positions[node].start.column + (4 if nested else 0), "    " if nested else "")
-        if shape == "assign":
+        if call_shape is None and arms[0].ret is None:
             for name in _target_order(arms):
                 values = []
                 annotation = None
@@ -554,9 +555,9 @@ class DataDependentBranch(Transform):
             values = [arm.ret for arm in arms]
             returned = [e.value for v in values for e in v.elements] if all(isinstance(v, cst.Tuple) for v in values) else values
             for v in returned:
-                outside = outside_roots(source, func, node, [v], t)  # type: ignore[list-item]
+                outside = L.outside_roots(source, func, node, [v], t)  # type: ignore[list-item]
                 if outside:
-                    raise _Declined(identity_reason(A.code(v), sorted(outside)[0]))  # type: ignore[arg-type]
+                    raise _Declined(L.identity_reason(A.code(v), sorted(outside)[0]))  # type: ignore[arg-type]
             if all(isinstance(v, cst.Tuple) for v in values):
                 sizes = {len(v.elements) for v in values}  # type: ignore[union-attr]
                 if len(sizes) != 1:
@@ -579,7 +580,7 @@ class DataDependentBranch(Transform):
             written, why = E.call_writes(call, t, modules, A.FRESH | frozenset(A.ALIAS_METHODS))
             if chosen and why:
                 raise _Declined(f"{why}; after the rewrite it would get a new tensor instead of `{sorted(chosen)[0]}`")
-            outside = outside_roots(source, func, node, [_call_of(arm.call_stmt).args[k].value  # type: ignore[arg-type]
+            outside = L.outside_roots(source, func, node, [_call_of(arm.call_stmt).args[k].value  # type: ignore[arg-type]
                                                          for arm in arms for k in differing], t)
             if outside and not _consumes_only(call, t):
                 raise _Declined(f"`{A.code(call.func)}(...)` may keep or return its argument (a container's `append`, "
@@ -587,7 +588,7 @@ class DataDependentBranch(Transform):
                                 "object; after the rewrite it would get a new tensor, so the caller's later in-place "
                                 "updates (or identity checks) would no longer reach what it kept")
             target = [stmt.targets[0].target.value] if isinstance(stmt, cst.Assign) else []  # type: ignore[union-attr]
-            hazard = alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
+            hazard = L.alias_hazard(source, func, node, chosen | set(target), t) if chosen else None
             if hazard:
                 raise _Declined(f"{hazard}; the selected argument is a new tensor after the rewrite")
             new_args = list(call.args)
@@ -607,6 +608,9 @@ class DataDependentBranch(Transform):
         if identity:
             raise _Declined(identity)
         why = guard_reads(attr_reads, [g for g in guard if g not in evaluated])
+        if why:
+            raise _Declined(why)
+        why = self._later_use(source, func, node, call_shape if shape == "call" else None, arms, final is None, test_names, t)
         if why:
             raise _Declined(why)
 
@@ -729,6 +733,39 @@ class DataDependentBranch(Transform):
                 "otherwise picks the branch as the `if` did"
             )
         return safety
+
+    def _later_use(self, source: SourceFile, func: cst.FunctionDef, node: cst.If, call_shape, arms: list[_Arm],
+                   implicit: bool, test_names: set[str], t: A._Torch) -> Optional[str]:
+        """What the code after the site does with what the site made or read (:mod:`_later`)."""
+        reads = set(test_names)
+        bound = {_assigned_name(s) for arm in arms for s in arm.setups}
+        selected: dict[str, list] = {}
+        call, call_values, returned = None, None, None
+        for arm in arms:
+            for value in [*(s.value for s in arm.setups), *(v for _, v, _ in arm.targets), arm.ret]:  # type: ignore[attr-defined]
+                if value is not None:
+                    reads |= A.names_in(value)
+        if call_shape is None and arms[0].ret is None:
+            for name in _target_order(arms):
+                values = [v for arm in arms for n, v, _ in arm.targets if n == name]
+                if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
+                    values.append(cst.Name(name))
+                selected[name] = values
+            bound |= set(selected)
+        elif call_shape is None:
+            returned = [arm.ret for arm in arms]
+        else:
+            stmt, differing = call_shape
+            call = _call_of(stmt)
+            call_values = [_call_of(arm.call_stmt).args[k].value for arm in arms for k in differing]  # type: ignore[arg-type]
+            reads |= set().union(*(A.names_in(v) for v in call_values))
+            if isinstance(stmt, cst.Assign):
+                target = stmt.targets[0].target.value  # type: ignore[union-attr]
+                selected[target], bound = call_values, bound | {target}
+        return L.later_use(func, node, source.positions, t, E.Modules(source.enclosing(func, (cst.ClassDef,))),  # type: ignore[arg-type]
+                           grad=not grad_disabled(source, node), reads=reads, bound=bound, selected=selected,
+                           known_fresh=A.FRESH, call=call, call_values=call_values,
+                           returned=returned)
 
     def _select_fn(self, torch_name: str) -> str:
         """``torch.where`` for values proven alike; else the checked helper (added to the module)."""
@@ -1080,7 +1117,7 @@ def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNod
         values = [v for arm in arms for n, v, _ in arm.targets if n == name]
         if implicit or any(all(n != name for n, _, _ in arm.targets) for arm in arms):
             values.append(cst.Name(name))
-        outside = outside_roots(source, func, node, values, t)
+        outside = L.outside_roots(source, func, node, values, t)
         if outside:
             escape = E.escapes_after(func, node, source.positions, {name}, t, A.FRESH)
             if escape:
@@ -1088,30 +1125,6 @@ def _identity_escape(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNod
                         f"{escape}; after the rewrite it is a new tensor there, which a caller that updates either "
                         "one in place (or compares identity) would see")
     return None
-
-
-def outside_roots(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, values: list, t: A._Torch) -> set[str]:
-    """The names whose objects (an argument, ``self``'s attribute, not a tensor made in this
-    function before ``node``) the values may be, view, or be a no-op conversion of."""
-    modules = E.Modules(source.enclosing(func, (cst.ClassDef,)))  # type: ignore[arg-type]
-    out: set[str] = set()
-    for v in values:
-        for root in E.alias_roots(v, t, A.FRESH, modules):
-            if not E.reaching_fresh(func, node, root, source.parent, t, A.FRESH, modules):
-                out.add(root)
-    return out
-
-
-def identity_reason(value: str, root: str) -> str:
-    return (f"on one path the value is `{value}`, which may be `{root}`'s own object (the caller's tensor, a "
-            "parameter or buffer, or a view or no-op conversion of it); torch.where returns a new tensor, so the "
-            "caller would no longer get that object (its identity, later in-place updates, an nn.Parameter's type)")
-
-
-def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, names: set[str], t: A._Torch) -> Optional[str]:
-    """Why replacing ``names``' values by a select may lose an in-place update, or None."""
-    cls = source.enclosing(func, (cst.ClassDef,))
-    return E.later_write(func, site, source.positions, names, t, A.FRESH, E.Modules(cls))  # type: ignore[arg-type]
 
 
 def _names_outside(func: cst.FunctionDef, node: cst.If, following_return: Optional[cst.CSTNode]) -> set[str]:

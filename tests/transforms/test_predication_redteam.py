@@ -49,9 +49,6 @@ def _grad(t: torch.Tensor) -> torch.Tensor:
 # --- holes: rewritten today, and then not the same program --------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="torch.where's result does not keep the taken arm's strides: a later .view() raises "
-                          "(or stops raising) after the rewrite")
 @pytest.mark.parametrize("form", ["statement", "expression"])
 def test_the_selected_value_keeps_the_strides_of_its_branch(tmp_path, form):
     """A head-merge after an optional transpose: the original `view` works on the contiguous branch."""
@@ -102,9 +99,6 @@ def test_a_product_with_a_masked_input_in_the_branch_not_taken(tmp_path, arm):
     _declined_or_same(tmp_path, body, "gate", [positive, negative])
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="the branch not taken saves its input for backward; an in-place update of that input "
-                          "after the site makes backward raise only after the rewrite")
 @pytest.mark.parametrize("arm", ["h * h", "h.clamp(-1.0, 1.0)"])
 def test_a_tensor_saved_by_the_branch_not_taken_and_updated_in_place_later(tmp_path, arm):
     """A residual stream updated in place after an optional squash of a normalised copy."""
@@ -128,9 +122,6 @@ def test_a_tensor_saved_by_the_branch_not_taken_and_updated_in_place_later(tmp_p
     _declined_or_same(tmp_path, body, "block", [positive, negative])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="a printed value that requires grad shows grad_fn=<WhereBackward0> after the rewrite, "
-                          "not the branch's own grad_fn")
 @pytest.mark.parametrize("form", ["assignment", "call"])
 def test_a_printed_value_that_requires_grad_prints_the_same(tmp_path, form, capsys):
     """Debug prints of activations during training: the text printed is part of the program."""
@@ -238,9 +229,6 @@ def magnitude(x, spec):
     assert caught[1] == caught[0]
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="torch.where saves its condition for backward: a flag tensor used as the condition and "
-                          "updated in place after the site makes backward raise after the rewrite")
 def test_a_flag_used_as_the_condition_and_updated_in_place_later(tmp_path):
     """A decoding step: `finished` picks the output and is then updated in place."""
     body = """
@@ -262,9 +250,6 @@ def step(x, finished):
     _declined_or_same(tmp_path, body, "step", [running, done])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="compiled with aot_eager, backward recomputes `~flag` from the flag after its in-place "
-                          "update: the rewrite's gradients silently follow the other branch")
 def test_a_negated_flag_updated_in_place_later_keeps_the_gradients_compiled(tmp_path):
     body = """
 def step(x, flag):
@@ -285,13 +270,14 @@ def step(x, flag):
     _declined_or_same(tmp_path, body, "step", [on, off])
 
 
-# --- attacks that held: rewritten, and the same program ------------------------------------------
+# --- attacks that held: rewritten and the same program, or declined ------------------------------
 
 
 @pytest.mark.parametrize("site", ["if steps.sum() > 0:", "if steps[0] > 0:"])
 def test_a_condition_read_from_a_tensor_updated_in_place_later_keeps_the_gradients(tmp_path, site):
-    """The condition is a new tensor, so an in-place update of its source after the site changes
-    neither the saved condition (eager) nor what backward recomputes (aot_eager)."""
+    """The condition is a new tensor, and today's partitioner saves it rather than computing it
+    again from its source, but nothing promises that (it did compute `~flag` again): a condition
+    that reads a tensor written in place after the site is declined, and the program kept."""
     body = f"""
 def step(x, steps):
     {site}
@@ -302,7 +288,8 @@ def step(x, steps):
     return y
 """
     text, result = _fix(body, dynamic=True)
-    assert result.applied, [d.reason for d in result.declined]
+    assert any("`steps.neg_()` updates a tensor in place" in d.reason and "autograd saves what they read" in d.reason
+               for d in result.declined), [d.reason for d in result.declined]
 
     def positive():
         return _grad(torch.ones(3)), torch.tensor([1.0, 2.0])
