@@ -77,9 +77,6 @@ def test_the_selected_value_keeps_the_strides_of_its_branch(tmp_path, form):
     _declined_or_same(tmp_path, body, "Merge", [positive, negative])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the non-finite check trusts the inputs to be finite: `s * s` on -inf-masked scores "
-                          "back-propagates 0 * -inf = NaN from the branch not taken")
 @pytest.mark.parametrize("arm", ["s * s", "s.square()"])
 def test_a_product_with_a_masked_input_in_the_branch_not_taken(tmp_path, arm):
     """Scores with an additive -inf mask: the product is finite only where its factors are."""
@@ -182,9 +179,6 @@ def f(x):
     assert after(positive).tolist() == [2.0, 2.0, 2.0]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="an arm that raises for its operand's dtype (`-` on a bool tensor, masked_fill with a "
-                          "non-bool mask, clamp/sign/maximum on a complex tensor) runs in the branch not taken")
 @pytest.mark.parametrize("arm, operand", [
     ("flags - 1", torch.tensor([True, False])),
     ("1 - flags", torch.tensor([True, False])),
@@ -213,9 +207,6 @@ def shift(x, flags):
     _declined_or_same(tmp_path, body, "shift", [negative, positive])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the branch not taken warns after the rewrite (`.float()` of a complex tensor: 'Casting "
-                          "complex values to real discards the imaginary part')")
 def test_the_branch_not_taken_does_not_warn(tmp_path):
     """A spectrum scaled, or its real part scaled on the other path."""
     body = """
