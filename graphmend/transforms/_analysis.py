@@ -840,7 +840,9 @@ def dtype_classes(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str], dtypes:
             return found
         if isinstance(expr.operator, cst.Divide) or any(isinstance(e, cst.Float) for e in (expr.left, expr.right)):
             found |= {"float"} if found & {"bool", "int"} else frozenset()
-        return found | ({"int"} if "bool" in found else frozenset())  # `mask + 1` is int64
+        found |= {"int"} if "bool" in found else frozenset()  # `mask + 1` is int64
+        # with a Python number the result is never bool (two bool tensors: `a * b` is bool)
+        return found - {"bool"} if len(sides) < 2 else found
     if isinstance(expr, cst.Call):
         kind, name = t.func(expr.func)
         operands = _call_operands(expr, kind)
@@ -903,6 +905,24 @@ def dtype_facts(expr: cst.CSTNode, t: _Torch, dtypes: dict[str, str]) -> dict[st
             if left:  # none left: the op always raises, nothing to learn
                 facts[operand.value] = " ".join(c for c in E.DTYPE_CLASSES if c in left)
     return facts
+
+
+def dtypes_after_setups(facts: dict[str, str], known: dict[str, str], setups: list, t: _Torch,
+                        scalars: frozenset[str]) -> dict[str, str]:
+    """``facts`` for the selected values once the setups hoisted above the select have run:
+    ``setups`` are ``(name, value)`` in order (value None: not a plain assignment). A name bound
+    once gets the classes of its value, judged by ``known`` (the setups run before the
+    condition, so its facts do not apply); a name bound otherwise loses what was known of it."""
+    out, before = dict(facts), dict(known)
+    bound = [n for n, _ in setups]
+    for name, value in setups:
+        if value is None or bound.count(name) > 1:
+            out.pop(name, None)
+            before.pop(name, None)
+            continue
+        classes = dtype_classes(value, t, scalars, before)
+        out[name] = before[name] = " ".join(c for c in E.DTYPE_CLASSES if c in classes)
+    return out
 
 
 def _negative_integer(expr: cst.CSTNode) -> bool:

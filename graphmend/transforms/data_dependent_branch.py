@@ -481,6 +481,9 @@ class DataDependentBranch(Transform):
             clash = sorted(used & others)
             if clash:
                 raise _Declined(f"`{clash[0]}` is set up differently in each branch; hoisting both would mix them")
+        self._value_dtypes = A.dtypes_after_setups(
+            self._value_dtypes, self._dtypes, [(_assigned_name(s), s.value if isinstance(s, cst.Assign) else None)
+                                               for arm in arms for s in arm.setups], t, self._scalars)
         for arm in arms:
             lines.extend(A.code(s) for s in arm.setups)
 
@@ -706,7 +709,8 @@ class DataDependentBranch(Transform):
                 if not self._no_grad and _resolved_sources(v, t, self._scalars | self._buffers, self._setup_values) != frozenset():
                     raise _Declined(_nan_reason(eff.nan_prone[0]))
                 notes.append(f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; no gradient "
-                             "flows here (no_grad/inference_mode), and torch.where selects the other value")
+                             "flows here (no_grad/inference_mode, or only buffers and constants feed it), and torch.where "
+                             "selects the other value")
             fallible = A.shape_fallible(v, t, self._scalars, self._value_dtypes)
             if fallible:
                 safety = Safety.UNSAFE

@@ -175,13 +175,23 @@ def test_dtype_facts_proven_by_the_condition():
     assert facts("(x > 0).any()", {"x": "float16"}) == {"x": "float"}
 
 
+def test_dtype_facts_after_hoisted_setups():
+    t = A._Torch()
+    setups = [("z", cst.parse_expression("h * 3")), ("h", cst.parse_expression("h.to(torch.complex64)")),
+              ("w", None)]
+    after = A.dtypes_after_setups({"h": "bool int float", "w": "float"}, {}, setups, t, frozenset())
+    assert after["z"] == "int float complex"  # never bool: a product with a Python number
+    assert after["h"] == "complex"  # rebound by a setup: the condition's fact no longer holds
+    assert "w" not in after
+
+
 def test_dtype_classes_of_expressions():
     assert _classes("x") == frozenset(A.E.DTYPE_CLASSES)
     assert _classes("x", {"x": "float16"}) == {"float"}
     assert _classes("x > 0") == _classes("x.isinf()") == _classes("torch.logical_not(m)") == {"bool"}
     assert _classes("x.float()") == {"float"} and _classes("x.long()") == {"int"}
     assert _classes("x.to(torch.bfloat16)") == {"float"}
-    assert _classes("(x > 0) + 1") == {"bool", "int"}
+    assert _classes("(x > 0) + 1") == {"int"} and "bool" in _classes("(x > 0) * (y > 0)")
     assert _classes("x.abs()", {"x": "complex64"}) == {"float"}
     assert _classes("x.clamp(min=0)", {"x": "int64"}) == {"int"}
 
