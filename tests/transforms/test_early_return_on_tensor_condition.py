@@ -144,6 +144,7 @@ def _same(got, want):
             assert g == w  # requires_grad, or a gradient None on both sides
 
 
+@example(p="x.sum() > 0", a="x + y + w", s="z = torch.maximum(x, y)", r="z - y", grad=True, data=[0.5, -1.0, 2.0, 1.0, 0.0, -2.0])
 @example(p="x.sum() > 0", a="x * 2 + w", s="z = torch.sigmoid(x)", r="z * x", grad=True, data=[0.5, -1.0, 2.0, 1.0, 0.0, -2.0])
 @example(p="(x > y).any()", a="x * 2 + w", s="z = x * y", r="z - y", grad=True, data=[0.5, -1.0, 2.0, 1.0, 0.0, -2.0])
 @settings(max_examples=8, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate))
