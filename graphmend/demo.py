@@ -68,6 +68,15 @@ def _write(out: Path, name: str, text: str) -> None:
 
 def run_demo(out: Path, *, source: Path = EXAMPLES, bench: bool = True, say: Say = print,
              progress: Optional[Say] = None) -> DemoResult:
+    from graphmend.detect.dynamic import reusing_runs
+
+    # check, fix and verify run the same targets on the same trees (the copy fix edits starts as
+    # the tree check ran; verify counts graphs on the tree before and the tree fix wrote): once each.
+    with reusing_runs():
+        return _run_demo(out, source=source, bench=bench, say=say, progress=progress)
+
+
+def _run_demo(out: Path, *, source: Path, bench: bool, say: Say, progress: Optional[Say]) -> DemoResult:
     from graphmend.bench import bench as run_bench
     from graphmend.bench.stats import MIN_ROUNDS
     from graphmend.check import check

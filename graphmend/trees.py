@@ -10,6 +10,7 @@ applies candidate fixes to private copies of the working tree, never to the tree
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import shutil
 import subprocess
@@ -222,6 +223,20 @@ def tree_copy(root: Path | str) -> Iterator[Path]:
         yield copy_tree(root, tmp / "tree")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tree_digest(root: Path | str) -> str:
+    """A digest of the tree at ``root`` (the files ``source_files`` lists, links as links, never
+    followed): two trees with the same digest hold the same bytes, as ``changed_files`` sees them."""
+    root = Path(root)
+    h = hashlib.sha256()
+    for rel in source_files(root):
+        path = root / rel
+        data = (b"L" + str(path.readlink()).encode("utf-8", "surrogateescape")) if path.is_symlink() else b"F" + path.read_bytes()
+        for part in (rel.encode("utf-8", "surrogateescape"), data):
+            h.update(len(part).to_bytes(8, "big"))
+            h.update(part)
+    return h.hexdigest()
 
 
 def changed_files(before: Path | str, after: Path | str) -> list[str]:

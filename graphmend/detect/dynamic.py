@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import json
 import linecache
 import logging
 import os
@@ -371,6 +372,26 @@ def detect_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
 # Parent side
 
 
+# Within ``reusing_runs()``: a target's detection by tree digest and settings (see there).
+_RUNS: Optional[dict] = None
+
+
+@contextlib.contextmanager
+def reusing_runs():
+    """Within it, a target detected again on a tree that holds the same bytes (``trees.tree_digest``),
+    with the same settings and kind of runner, is not run again: the first result (one without an
+    error) is returned. For one pipeline in one process (``graphmend demo``: ``check``, then the fix
+    loop's first detection on its copy of the same tree, then ``verify``'s graph counts on the
+    trees before and after), where the trees are the same bytes a moment later."""
+    global _RUNS
+    outer = _RUNS
+    _RUNS = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _RUNS = outer
+
+
 def detect_targets(
     config: Config,
     names: Optional[Iterable[str]] = None,
@@ -393,6 +414,7 @@ def detect_targets(
     root = Path(root or config.root).resolve()
     runner = runner or get_runner(config)
     results = []
+    digest = None
     for i, target in enumerate(targets):
         if progress:
             progress(target.name, i, len(targets))
@@ -403,6 +425,15 @@ def detect_targets(
             "exclude": list(config.exclude),
             "capture_log": capture_log,
         }
+        key = None
+        if _RUNS is not None:
+            from graphmend.trees import tree_digest
+
+            digest = digest or tree_digest(root)
+            key = (digest, json.dumps(payload, sort_keys=True), config.timeout_for(target), target.device, type(runner))
+            if key in _RUNS:
+                results.append(_RUNS[key])
+                continue
         job = Job(task="detect", payload=payload, root=root, timeout_s=config.timeout_for(target),
                   device=target.device, label=f"target {target.name}")
         outcome = runner.run(job)
@@ -414,6 +445,8 @@ def detect_targets(
             continue
         try:
             results.append(result_from_data(target.name, outcome.data or {}, config, root, duration_s=outcome.duration_s))
+            if key is not None and not results[-1].error:
+                _RUNS[key] = results[-1]
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
             # The worker runs the pull request's code: a result of the wrong shape is that target's
             # error, and the other targets still run.

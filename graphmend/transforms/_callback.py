@@ -46,6 +46,7 @@ import libcst as cst
 
 from graphmend.transforms._callers import _innermost, _is_super
 from graphmend.transforms._effects import CONTAINER_METHODS, code, dotted
+from graphmend.transforms.base import children
 
 # torch functions that call a callable they are given (a checkpointed forward, a mapped function).
 HIGHER_ORDER = frozenset(("checkpoint", "checkpoint_sequential", "vmap", "cond", "map", "scan", "while_loop", "grad",
@@ -81,7 +82,7 @@ def _nodes(program, node: cst.CSTNode, kinds: tuple[type, ...]) -> list:
         while todo:
             cur = todo.pop()
             flat.append(cur)
-            todo.extend(reversed(cur.children))
+            todo.extend(reversed(children(cur)))
         memo[id(node)] = flat
     found = memo[(id(node), kinds)] = [n for n in flat if isinstance(n, kinds)]
     return found

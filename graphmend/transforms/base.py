@@ -467,12 +467,34 @@ class Transform:
         return outcomes
 
 
+# libcst computes a node's ``children`` by running a visitor over it, and the rules walk the same
+# nodes many times (every caller of every function, every pass): a node's children are kept. Nodes
+# are immutable; each is kept by id together with the node itself, so its id is not reused while
+# the entry lives. Bounded: past the bound the whole table starts again.
+_CHILDREN: dict[int, tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = {}
+_CHILDREN_MAX = 500_000
+
+
+def children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """``node.children`` (in source order), computed once per node."""
+    hit = _CHILDREN.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    found = tuple(node.children)
+    if len(_CHILDREN) >= _CHILDREN_MAX:
+        _CHILDREN.clear()
+    _CHILDREN[id(node)] = (node, found)
+    return found
+
+
 def iter_nodes(node: cst.CSTNode, kinds: tuple[type, ...]) -> Iterator[cst.CSTNode]:
     """All descendants of ``node`` (itself included) of the given types, in source order."""
-    if isinstance(node, kinds):
-        yield node
-    for child in node.children:
-        yield from iter_nodes(child, kinds)
+    todo = [node]
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, kinds):
+            yield cur
+        todo.extend(reversed(children(cur)))
 
 
 __all__ = [
@@ -485,6 +507,7 @@ __all__ = [
     "Suppressed",
     "Transform",
     "diff_edits",
+    "children",
     "iter_nodes",
     "suppression_covers",
 ]
