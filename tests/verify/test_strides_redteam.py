@@ -45,7 +45,8 @@ EDITS = {
     # a correct rewrite: the graph break goes, every output keeps its layout
     "        torch._dynamo.graph_break()\n": "",
     # a wrong one: the channels_last result becomes contiguous (equal values)
-    "torch.relu(x.contiguous(memory_format=torch.channels_last))": "torch.relu(x.contiguous(memory_format=torch.channels_last)).contiguous()",
+    "torch.relu(x.contiguous(memory_format=torch.channels_last))":
+        "torch.relu(x.contiguous(memory_format=torch.channels_last)).contiguous()",
 }
 
 TARGETS = '''\
