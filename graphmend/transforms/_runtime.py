@@ -176,10 +176,8 @@ def _graphmend_ingraph_op():
 def _graphmend_encode(value, out):
     # Traced by Dynamo: ``value`` as op arguments (tags, strs, ints, floats, tensors), or False
     # for a value that is none of: None/bool/int/float/str, a plain tensor or Parameter, a
-    # torch.Size, list/tuple/dict of them, a vetted warning category. ``grads`` gets a plain
-    # tensor that requires grad: its text shows ``grad_fn=`` / ``requires_grad=True``, which the
-    # op's detached copy has not.
-    tags, strs, ints, floats, tensors, grads = out
+    # torch.Size, list/tuple/dict of them, a vetted warning category.
+    tags, strs, ints, floats, tensors = out
     if value is None:
         tags.append("n")
     elif type(value) is bool:
@@ -200,8 +198,6 @@ def _graphmend_encode(value, out):
             ints.append(1 if value.requires_grad else 0)
         elif type(value) is _graphmend_torch.Tensor:
             tags.append("t")
-            if value.requires_grad:
-                grads.append(value)
         else:
             return False
         tensors.append(value.detach())  # as the snapshot: shown as a tensor, copied at run time
@@ -225,6 +221,32 @@ def _graphmend_encode(value, out):
                 return True
         return False
     return True
+
+
+def _graphmend_shows_grad(value):
+    # Traced by Dynamo: whether ``value`` holds (in lists, tuples, namedtuples, dicts) a plain
+    # tensor that requires grad, whose text shows ``grad_fn=`` or ``requires_grad=True``.
+    if isinstance(value, _graphmend_torch.Tensor):
+        return value.requires_grad and type(value) is not _graphmend_torch.nn.Parameter
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if _graphmend_shows_grad(item):
+                return True
+    if type(value) is dict:
+        for key, item in value.items():
+            if _graphmend_shows_grad(key) or _graphmend_shows_grad(item):
+                return True
+    return False
+
+
+@_graphmend_torch.compiler.disable
+def _graphmend_now(callee, kind, line, function, where, args, kwargs):
+    """The deferred call made now, in eager mode (Dynamo breaks the graph to call this), with the
+    original's location and rules: after every call recorded before it in the region."""
+    region = _graphmend_region()
+    if region.head is not region.root:
+        _graphmend_flush()
+    return _graphmend_replay(callee, kind, line, function, where, args, kwargs)
 
 
 def _graphmend_decode(tags, values):
@@ -295,26 +317,22 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
 
     def ingraph(*args, **kwargs):
         target = _graphmend_target(callee, kind)
-        out = ([], [], [], [], [], [])
+        if _graphmend_shows_grad(args) or _graphmend_shows_grad(kwargs):
+            # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``), which neither
+            # the op's copy nor a record's has: the call is made at a graph break, after the
+            # calls recorded before it, with the original's location. Dynamo knows requires_grad
+            # while it traces: a call without gradients (inference) stays in the graph.
+            return _graphmend_now(callee, kind, line, function, where, args, kwargs)
+        out = ([], [], [], [], [])
         recorded = getattr(_graphmend_runtime.region, "recorded", False)
         encoded = _graphmend_encode(args, out) and _graphmend_encode(kwargs, out)
-        tags, strs, ints, floats, tensors, grads = out
-        if grads:
-            # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``), which neither
-            # the op's copy nor a record's has: the original call itself, at a graph break, as
-            # before the rewrite, after the calls recorded before it in this region (the flush
-            # breaks the graph too). Dynamo knows requires_grad while it traces: a call without
-            # gradients (inference) stays in the graph.
-            if recorded:
-                _graphmend_flush()
-            return callee(*args, **kwargs)
         if target is None or recorded or not encoded:
             # A Logger method (Dynamo cannot name the logger), arguments the op cannot carry, or
             # a call after such a record in this region: a record replayed by the boundary, so
             # the output keeps the program's order (and, as before the op, is lost when the
             # graph fails after it).
             return _graphmend_record(where, callee, kind, line, function)(*args, **kwargs)
-        op([kind, where.file, str(line), function, target[0], target[1]], tags, strs, ints, floats, tensors)
+        op([kind, where.file, str(line), function, target[0], target[1]], *out)
 
     return ingraph
 

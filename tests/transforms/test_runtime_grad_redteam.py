@@ -1,5 +1,5 @@
-"""Attacks on a deferred call given a tensor that requires grad (made as the original call, at a
-graph break, when nothing is recorded before it in the region): original vs fixed, compiled with
+"""Attacks on a deferred call given a tensor that requires grad (made at a graph break, after the
+calls recorded before it in the region, with the original's location): original vs fixed, compiled with
 the same backend, on stdout, log records and warnings (with their locations), in order. Each
 confirmed difference is a strict expected failure naming it."""
 
@@ -100,8 +100,6 @@ def _compare(tmp_path, body, backend="eager", sites=None, rule="always"):
     return expected, got
 
 
-@pytest.mark.xfail(strict=True, reason="a Logger record earlier in the region makes the later print of a tensor "
-                   "that requires grad a record too: its text loses grad_fn=")
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_a_print_after_a_logger_record_keeps_its_grad_fn(tmp_path, backend):
     expected, got = _compare(tmp_path, '''
@@ -112,8 +110,6 @@ return y.sum()''', backend, sites=2)
     assert got == expected
 
 
-@pytest.mark.xfail(strict=True, reason="a warning or log record made at the graph break names the runtime's "
-                   "line in ingraph, not the call site")
 def test_a_warning_and_a_record_of_a_grad_tensor_name_the_call_site(tmp_path):
     expected, got = _compare(tmp_path, '''
 warnings.warn(y)
@@ -123,8 +119,6 @@ return y.sum()''', sites=2)
     assert got == expected
 
 
-@pytest.mark.xfail(strict=True, reason="under the 'default' filter two warn sites of a grad tensor share the "
-                   "runtime's line: the second warning is not shown")
 def test_two_warn_sites_under_the_default_filter_are_both_shown(tmp_path):
     expected, got = _compare(tmp_path, '''
 warnings.warn(y)
@@ -134,8 +128,6 @@ return y.sum()''', rule="default")
     assert got == expected
 
 
-@pytest.mark.xfail(strict=True, reason="an argument the op cannot carry (a dtype) before the grad tensor makes "
-                   "the call a record: its text loses grad_fn=, and so does every later print in the region")
 def test_a_dtype_before_a_grad_tensor_keeps_its_grad_fn(tmp_path):
     expected, got = _compare(tmp_path, '''
 print("y", x.dtype, y)
@@ -145,8 +137,6 @@ return y.sum()''', sites=2)
     assert got == expected
 
 
-@pytest.mark.xfail(strict=True, reason="a namedtuple holding a tensor that requires grad is a record: its text "
-                   "loses grad_fn=")
 def test_a_namedtuple_holding_a_grad_tensor_keeps_its_grad_fn(tmp_path):
     expected, got = _compare(tmp_path, '''
 print("p", Pair(y, 1))
