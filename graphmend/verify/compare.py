@@ -317,6 +317,9 @@ def _compare_writes(kind: str, what: str, expected: dict[str, dict], actual: dic
             why = close(f"{kind}:{name}", 0.0)
             if why:
                 return f"{what} {name} after the call: {why}"
+            if e.get("strides") != a.get("strides"):
+                return (f"{what} {name} after the call: strides {a.get('strides') or 'contiguous'} instead of "
+                        f"{e.get('strides') or 'contiguous'}")
         elif e.get("tensor") or a.get("tensor"):
             return f"{what} {name} is a tensor on one side only"
         elif not _same_value(a.get("value"), e.get("value"), loose=not tight, rtol=rtol, atol=atol):

@@ -152,7 +152,10 @@ def state_signature(module: Any) -> dict[str, Any]:
 
 def changed_state(module: Any, before: dict[str, Any], keep: Callable[[str, Any], None]) -> dict[str, dict[str, Any]]:
     """What changed since ``before`` (a ``state_signature``): "name" -> {"tensor": True} (the
-    tensor is handed to ``keep``), {"value": v} or {"removed": True}."""
+    tensor is handed to ``keep``; with its "strides" when it is not contiguous), {"value": v} or
+    {"removed": True}."""
+    import torch
+
     now = state_items(module)
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(set(now) | set(before)):
@@ -166,6 +169,8 @@ def changed_state(module: Any, before: dict[str, Any], keep: Callable[[str, Any]
             out[name] = {"value": value}
         else:
             out[name] = {"tensor": True}
+            if value.layout == torch.strided and not value.is_contiguous():  # as an output's (``flatten``)
+                out[name]["strides"] = strides(value)
             keep(name, value)
     return out
 

@@ -2,8 +2,8 @@
 rewrite that keeps every layout but removes a graph break (one graph where the original had
 two, aot_eager, with gradients) is not reported, for transposed, expanded, channels_last,
 size-1 and size-0 outputs in a dict and a ModelOutput; a hand edit that lays a channels_last
-output out contiguously is caught, eager and compiled. Missed (strict expected failure): the
-layout of module state (a cache attribute), compared by its values only."""
+output out contiguously is caught, eager and compiled, and so is a cache attribute of module state
+laid out contiguously where the original kept a transpose."""
 
 from __future__ import annotations
 
@@ -96,11 +96,10 @@ def cache(dtype=torch.float32, device="cpu"):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="module state is compared by its values only: a cache attribute laid out "
-                   "contiguously where the original kept a transpose (a caller's keys.view(-1) raises on one, "
-                   "works on the other) is not reported")
 def test_a_cache_attribute_made_contiguous_is_caught(make_repo):
     report = verify_forced(make_repo, CACHE, CACHE_TARGETS, targets_config(("cache",), "aot_eager"),
                            {"(x * 2).t()": "(x * 2).t().contiguous()"}, grad=False)
     (target,) = report.targets
     assert not target.ok
+    details = [m.detail for m in target.mismatches]
+    assert any("module state keys after the call: strides contiguous instead of (1, 4)" in d for d in details), details
