@@ -96,68 +96,6 @@ NON_FINITE_FUNCS: dict[str, str] = {
     "xlogy": "(z, z)", "sinh": "(o * 1000)", "cosh": "(o * 1000)", "softmin": "(-n, -1)",
     "cdist": "(o * 1e30, z)", "dist": "(o * 1e30, z)", "prod": "(o * 1e30)",
 }
-# Ops whose backward gives every operand a zero gradient where the incoming gradient is zero,
-# whatever the operand's values (+-inf and NaN included), with the call the vetting test runs on
-# such an ``x``. Any other op on a value not proven finite may back-propagate NaN from the arm
-# torch.where does not select (``s * s`` on ``-inf``-masked scores: 0 * -inf; ``tanh(nan)``).
-FINITE_GRAD_FUNCS: dict[str, str] = {
-    "abs": "x.abs()", "absolute": "torch.absolute(x)", "neg": "x.neg()", "negative": "torch.negative(x)",
-    "relu": "x.relu()", "relu6": "F.relu6(x)", "hardtanh": "F.hardtanh(x)", "leaky_relu": "F.leaky_relu(x)",
-    "threshold": "F.threshold(x, 0.0, 0.0)", "hardshrink": "F.hardshrink(x)", "softshrink": "F.softshrink(x)",
-    "clone": "x.clone()", "contiguous": "x.contiguous()", "float": "x.float()", "half": "x.half()",
-    "double": "x.double()", "bfloat16": "x.bfloat16()", "to": "x.to(torch.float64)", "type_as": "x.type_as(x)",
-    "cpu": "x.cpu()", "sign": "x.sign()", "sgn": "x.sgn()", "floor": "x.floor()", "ceil": "x.ceil()",
-    "round": "x.round()", "trunc": "x.trunc()", "frac": "x.frac()", "nan_to_num": "x.nan_to_num()",
-    "sum": "x.sum()", "mean": "x.mean()", "cumsum": "x.cumsum(1)", "add": "x.add(1)", "sub": "x.sub(1)",
-    "subtract": "torch.subtract(x, 1)", "clamp": "x.clamp(-1, 1)", "clip": "x.clip(-1, 1)",
-    "clamp_min": "x.clamp_min(0)", "clamp_max": "x.clamp_max(0)", "masked_fill": "x.masked_fill(x > 0, 0.0)",
-    "where": "torch.where(x > 0, x, 0.0)", "maximum": "x.maximum(torch.zeros_like(x))",
-    "minimum": "x.minimum(torch.zeros_like(x))", "fmax": "x.fmax(torch.zeros_like(x))",
-    "fmin": "x.fmin(torch.zeros_like(x))", "flatten": "x.flatten()", "reshape": "x.reshape(-1)", "view": "x.view(-1)",
-    "view_as": "x.view_as(x)", "squeeze": "x.squeeze()", "unsqueeze": "x.unsqueeze(0)", "transpose": "x.transpose(0, 1)",
-    "permute": "x.permute(1, 0)", "movedim": "x.movedim(0, 1)", "swapaxes": "x.swapaxes(0, 1)", "t": "x.t()",
-    "expand": "x.expand(2, 3)", "expand_as": "x.expand_as(x)", "broadcast_to": "torch.broadcast_to(x, (1, 3))",
-    "roll": "x.roll(1, 1)", "flip": "x.flip(1)", "tril": "x.tril()", "triu": "x.triu()", "cat": "torch.cat([x, x])",
-    "concat": "torch.concat([x, x])", "concatenate": "torch.concatenate([x, x])", "stack": "torch.stack([x, x])",
-    "repeat": "x.repeat(2, 1)", "chunk": "x.chunk(3, 1)[0]", "split": "x.split(1, 1)[0]", "unbind": "x.unbind(1)[0]",
-    "narrow": "x.narrow(1, 0, 2)", "select": "x.select(1, 0)", "pad": "F.pad(x, (1, 1))",
-}
-# The dtype classes the dtype lists speak of (a representative of each is what the vetting test runs).
-DTYPE_CLASSES = ("bool", "int", "float", "complex")
-# Ops with no kernel for operands of some dtype classes: name -> (the classes it raises for, the
-# call the vetting test runs on an ``x`` of each class: it raises for exactly those listed).
-# Operators are listed by their method: ``-x`` neg, ``a - b`` sub, ``~x`` bitwise_not, ``a < b`` lt.
-DTYPE_RAISES: dict[str, tuple[str, str]] = {
-    "neg": ("bool", "x.neg()"), "negative": ("bool", "torch.negative(x)"), "sub": ("bool", "x.sub(1)"),
-    "subtract": ("bool", "torch.subtract(x, 1)"), "rsub": ("bool", "1 - x"), "abs": ("bool", "x.abs()"),
-    "absolute": ("bool", "torch.absolute(x)"), "relu": ("bool complex", "x.relu()"),
-    "floor": ("bool complex", "x.floor()"), "ceil": ("bool complex", "x.ceil()"), "round": ("bool complex", "x.round()"),
-    "trunc": ("bool complex", "x.trunc()"), "frac": ("bool int complex", "x.frac()"),
-    "softmax": ("bool int complex", "x.softmax(-1)"), "log_softmax": ("bool int complex", "x.log_softmax(-1)"),
-    "mean": ("bool int", "x.mean()"), "norm": ("bool int", "x.norm()"), "std": ("bool int", "x.std()"),
-    "var": ("bool int", "x.var()"), "lerp": ("bool int", "x.lerp(x, 0.5)"), "clamp": ("complex", "x.clamp(min=0)"),
-    "clip": ("complex", "x.clip(0, 1)"), "clamp_min": ("complex", "x.clamp_min(0)"), "clamp_max": ("complex", "x.clamp_max(1)"),
-    "sign": ("complex", "x.sign()"), "signbit": ("complex", "x.signbit()"), "erf": ("complex", "x.erf()"),
-    "maximum": ("complex", "x.maximum(x)"), "minimum": ("complex", "x.minimum(x)"), "fmax": ("complex", "x.fmax(x)"),
-    "fmin": ("complex", "x.fmin(x)"), "max": ("complex", "x.max()"), "min": ("complex", "x.min()"),
-    "amax": ("complex", "x.amax()"), "amin": ("complex", "x.amin()"), "gt": ("complex", "x > 0"), "lt": ("complex", "x < 0"),
-    "ge": ("complex", "x >= 0"), "le": ("complex", "x <= 0"), "greater": ("complex", "torch.greater(x, 0)"),
-    "less": ("complex", "torch.less(x, 0)"), "greater_equal": ("complex", "torch.greater_equal(x, 0)"),
-    "less_equal": ("complex", "torch.less_equal(x, 0)"), "bitwise_not": ("float complex", "~x"),
-    "bitwise_and": ("float complex", "x & x"), "bitwise_or": ("float complex", "x | x"),
-    "bitwise_xor": ("float complex", "x ^ x"), "lshift": ("float complex", "x << 1"), "rshift": ("float complex", "x >> 1"),
-    "pow_negative": ("bool int", "x ** -1"), "masked_fill_mask": ("int float complex", "torch.zeros(2).masked_fill(x, 0)"),
-}
-# Ops that emit a warning for operands of some dtype classes (a complex tensor converted to a real
-# dtype: "Casting complex values to real discards the imaginary part"): name -> (classes, call).
-# A warning from the arm not taken is output the original program did not produce.
-DTYPE_WARNS: dict[str, tuple[str, str]] = {
-    "float": ("complex", "x.float()"), "half": ("complex", "x.half()"), "double": ("complex", "x.double()"),
-    "bfloat16": ("complex", "x.bfloat16()"), "int": ("complex", "x.int()"), "long": ("complex", "x.long()"),
-    "short": ("complex", "x.short()"), "byte": ("complex", "x.byte()"), "char": ("complex", "x.char()"),
-    "to": ("complex", "x.to(torch.float32)"), "type": ("complex", "x.type(torch.float32)"),
-    "type_as": ("complex", "x.type_as(torch.ones(1))"),
-}
 # Products: the gradient of one operand is the incoming gradient times the other operand, so an
 # operand that overflowed to inf gives 0 * inf = NaN in the arm not taken.
 PRODUCT_FUNCS = frozenset("mul multiply matmul mm bmm einsum outer baddbmm addmm addbmm addmv mv dot inner kron".split())

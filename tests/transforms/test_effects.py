@@ -332,7 +332,7 @@ class Layer(nn.Module):
 
     def forward(self, h):
         h = self.norm(h)
-        if h.dtype == torch.float16 and torch.isinf(h).any():
+        if (torch.isinf(h).any()):
             h = torch.clamp(h, min=-1000.0, max=1000.0)
         return (h,)
 """
@@ -452,6 +452,24 @@ def test_grad_sources_of_arms():
     assert sources("torch.clamp(h, min=-c, max=c)", frozenset({"c"})) == frozenset({"h"})
     assert sources("helper(x)") is None and sources("x.to(torch.long)") is None
     assert sources("torch.zeros(3, requires_grad=True)") is None
+
+
+# Dtypes that meet each requirement, and one that does not (the op has no kernel for it).
+_MEETS = {"numeric": (torch.int64, torch.float32), "float": (torch.float32, torch.float64)}
+_FAILS = {"numeric": torch.bool, "float": torch.int64}
+
+
+@pytest.mark.parametrize("name", sorted(__import__("graphmend.transforms._analysis", fromlist=["x"]).DTYPE_PARTIAL))
+def test_dtype_partial_op_raises_exactly_for_the_dtypes_outside_its_requirement(name):
+    from graphmend.transforms._analysis import DTYPE_PARTIAL
+
+    need = DTYPE_PARTIAL[name]
+    call = f"x.{name}(-1)" if "softmax" in name else f"x.{name}()"
+    for dtype in _MEETS[need]:
+        x = torch.tensor([1, 0]).to(dtype)
+        eval(call, {"x": x})  # no error
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        eval(call, {"x": torch.tensor([1, 0]).to(_FAILS[need])})
 
 
 @pytest.mark.parametrize("expr, bad", [("-x", torch.bool), ("x - x", torch.bool), ("x.sub(x)", torch.bool),
