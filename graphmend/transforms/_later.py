@@ -26,8 +26,9 @@ is not the same object graph, and the code after the site can tell:
   be written through another name (``g = h`` before the site, ``g.add_(1)`` after), which counts.
 - **printing** (:func:`printed`): a tensor that requires grad prints its ``grad_fn``
   (``grad_fn=<WhereBackward0>`` after the rewrite, the branch's own before). A selected value
-  printed, formatted, logged, given to an unknown call (which may print it) or read for its
-  ``grad_fn`` after the site is declined unless autograd is provably off around the site.
+  printed, formatted, logged or read for its ``grad_fn`` after the site is declined unless
+  autograd is provably off around the site (a call the analysis cannot read is not counted, as a
+  returned value is not).
 
 - **identity** (:func:`alias_hazard`, :func:`outside_roots`): the select is a new tensor where
   the original kept an existing one (the caller's argument, a buffer, another alias), so a later
@@ -271,13 +272,13 @@ def _bare(value: cst.CSTNode, names: set[str]) -> bool:
 
 
 def printing_call(call: cst.Call, t, modules: E.Modules) -> bool:
-    """A call that may print or format its arguments (or that is not known not to)."""
+    """A call that prints or formats its arguments: the printing builtins and methods. A call the
+    analysis cannot read is not counted (as a returned value is not: its text is the caller's
+    business); counting it declined every select handed to a helper of another file."""
     kind, name = t.func(call.func)
     if kind == "other" and name in PRINTING_BUILTINS:
         return True
-    if kind == "method" and name in PRINTING_METHODS:
-        return True
-    return not _known_call(call, t, modules)
+    return kind == "method" and name in PRINTING_METHODS
 
 
 def printed(func: cst.FunctionDef, site: cst.CSTNode, positions, selected: set[str], t,
