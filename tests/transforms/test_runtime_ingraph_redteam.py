@@ -123,6 +123,23 @@ def test_level_and_warning_filter_changed_between_calls_are_read_at_each_call(tm
     assert _switched(torch.compile(load_module(tmp_path, result.text).M(), backend=backend)) == expected
 
 
+@contextlib.contextmanager
+def _kept_records(name, keep):
+    """Each record of logger ``name`` made inside, its message handed to ``keep``."""
+    import logging
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            keep(record.getMessage())
+
+    logger, handler = logging.getLogger(name), Keep()
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 LOGGED = '''import logging
 import torch
 log = logging.getLogger("grad_fn_logged")
@@ -140,24 +157,14 @@ class M(torch.nn.Module):
 def test_a_logged_tensor_that_requires_grad_keeps_its_grad_fn(tmp_path):
     """A Logger method is a record the boundary replays, and a record is a detached copy too:
     given a tensor that requires grad, the call is made as the original made it."""
-    import logging
 
     result = fix_program(LOGGED)
     assert "_graphmend_deferred(log.warning" in result.text
 
     def logged(model):
         seen = []
-
-        class Keep(logging.Handler):
-            def emit(self, record):
-                seen.append(record.getMessage())
-
-        logger, handler = logging.getLogger("grad_fn_logged"), Keep()
-        logger.addHandler(handler)
-        try:
+        with _kept_records("grad_fn_logged", lambda message: seen.append(message)):
             model(torch.tensor([1.0, 2.0])).backward()
-        finally:
-            logger.removeHandler(handler)
         return seen
 
     expected = logged(load_module(tmp_path, LOGGED).M())
@@ -185,7 +192,6 @@ class M(torch.nn.Module):
 def test_a_grad_print_after_a_recorded_call_comes_after_it(tmp_path):
     """A Logger method recorded earlier in the region, then a print made at a graph break: the
     record is replayed first (at the break), then the print, then the rest, as in the original."""
-    import logging
 
     result = fix_program(ORDERED)
     assert "_graphmend_deferred(print" in result.text and "_graphmend_deferred(log.warning" in result.text
@@ -193,23 +199,15 @@ def test_a_grad_print_after_a_recorded_call_comes_after_it(tmp_path):
     def events(model):
         seen = []
 
-        class Keep(logging.Handler):
-            def emit(self, record):
-                seen.append(("log", record.getMessage()))
-
         class Out(io.StringIO):
             def write(self, text):
                 if text.strip():
                     seen.append(("print", text.strip()))
                 return len(text)
 
-        logger, handler = logging.getLogger("grad_fn_ordered"), Keep()
-        logger.addHandler(handler)
-        try:
+        with _kept_records("grad_fn_ordered", lambda message: seen.append(("log", message))):
             with contextlib.redirect_stdout(Out()):
                 model(torch.tensor([1.0, 2.0])).backward()
-        finally:
-            logger.removeHandler(handler)
         return seen
 
     expected = events(load_module(tmp_path, ORDERED).M())
