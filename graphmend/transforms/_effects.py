@@ -96,6 +96,32 @@ NON_FINITE_FUNCS: dict[str, str] = {
     "xlogy": "(z, z)", "sinh": "(o * 1000)", "cosh": "(o * 1000)", "softmin": "(-n, -1)",
     "cdist": "(o * 1e30, z)", "dist": "(o * 1e30, z)", "prod": "(o * 1e30)",
 }
+# Ops whose backward gives every operand a zero gradient where the incoming gradient is zero,
+# whatever the operand's values (+-inf and NaN included), with the call the vetting test runs on
+# such an ``x``. Any other op on a value not proven finite may back-propagate NaN from the arm
+# torch.where does not select (``s * s`` on ``-inf``-masked scores: 0 * -inf; ``tanh(nan)``).
+FINITE_GRAD_FUNCS: dict[str, str] = {
+    "abs": "x.abs()", "absolute": "torch.absolute(x)", "neg": "x.neg()", "negative": "torch.negative(x)",
+    "relu": "x.relu()", "relu6": "F.relu6(x)", "hardtanh": "F.hardtanh(x)", "leaky_relu": "F.leaky_relu(x)",
+    "threshold": "F.threshold(x, 0.0, 0.0)", "hardshrink": "F.hardshrink(x)", "softshrink": "F.softshrink(x)",
+    "clone": "x.clone()", "contiguous": "x.contiguous()", "float": "x.float()", "half": "x.half()",
+    "double": "x.double()", "bfloat16": "x.bfloat16()", "to": "x.to(torch.float64)", "type_as": "x.type_as(x)",
+    "cpu": "x.cpu()", "sign": "x.sign()", "sgn": "x.sgn()", "floor": "x.floor()", "ceil": "x.ceil()",
+    "round": "x.round()", "trunc": "x.trunc()", "frac": "x.frac()", "nan_to_num": "x.nan_to_num()",
+    "sum": "x.sum()", "mean": "x.mean()", "cumsum": "x.cumsum(1)", "add": "x.add(1)", "sub": "x.sub(1)",
+    "subtract": "torch.subtract(x, 1)", "clamp": "x.clamp(-1, 1)", "clip": "x.clip(-1, 1)",
+    "clamp_min": "x.clamp_min(0)", "clamp_max": "x.clamp_max(0)", "masked_fill": "x.masked_fill(x > 0, 0.0)",
+    "where": "torch.where(x > 0, x, 0.0)", "maximum": "x.maximum(torch.zeros_like(x))",
+    "minimum": "x.minimum(torch.zeros_like(x))", "fmax": "x.fmax(torch.zeros_like(x))",
+    "fmin": "x.fmin(torch.zeros_like(x))", "flatten": "x.flatten()", "reshape": "x.reshape(-1)", "view": "x.view(-1)",
+    "view_as": "x.view_as(x)", "squeeze": "x.squeeze()", "unsqueeze": "x.unsqueeze(0)", "transpose": "x.transpose(0, 1)",
+    "permute": "x.permute(1, 0)", "movedim": "x.movedim(0, 1)", "swapaxes": "x.swapaxes(0, 1)", "t": "x.t()",
+    "expand": "x.expand(2, 3)", "expand_as": "x.expand_as(x)", "broadcast_to": "torch.broadcast_to(x, (1, 3))",
+    "roll": "x.roll(1, 1)", "flip": "x.flip(1)", "tril": "x.tril()", "triu": "x.triu()", "cat": "torch.cat([x, x])",
+    "concat": "torch.concat([x, x])", "concatenate": "torch.concatenate([x, x])", "stack": "torch.stack([x, x])",
+    "repeat": "x.repeat(2, 1)", "chunk": "x.chunk(3, 1)[0]", "split": "x.split(1, 1)[0]", "unbind": "x.unbind(1)[0]",
+    "narrow": "x.narrow(1, 0, 2)", "select": "x.select(1, 0)", "pad": "F.pad(x, (1, 1))",
+}
 # Products: the gradient of one operand is the incoming gradient times the other operand, so an
 # operand that overflowed to inf gives 0 * inf = NaN in the arm not taken.
 PRODUCT_FUNCS = frozenset("mul multiply matmul mm bmm einsum outer baddbmm addmm addbmm addmv mv dot inner kron".split())
@@ -562,52 +588,62 @@ def _node_writes(node: cst.CSTNode, t, modules: Modules, known_fresh: frozenset[
     return set(), ""
 
 
-def _stmt_list(block) -> list:
-    return list(block.body) if isinstance(block, (cst.IndentedBlock, cst.Module)) else []
-
-
 def reaching_fresh(func: cst.FunctionDef, site: cst.CSTNode, name: str, parents, t, known_fresh: frozenset[str],
                    modules: Modules, depth: int = 0) -> bool:
     """Whether ``name`` provably holds a tensor made inside this function when ``site`` runs:
-    its last assignment before ``site`` in straight-line code (the same block, then the blocks
-    around it) is a new tensor (``x * 2``, ``self.norm(h)`` with a vetted module), or a name that
-    itself does. A parameter, a name assigned in a branch or loop, or an alias is not."""
+    its last assignment before ``site`` (:func:`reaching_value`) is a new tensor (``x * 2``,
+    ``self.norm(h)`` with a vetted module), or a name that itself does. A parameter, a name
+    assigned in a branch or loop, or an alias is not."""
     if depth > 6:
         return False
-    stmt, cur = site, parents(site)
-    while cur is not None and cur is not func:
-        if isinstance(cur, (cst.IndentedBlock, cst.Module)):
-            body = _stmt_list(cur)
-            idx = next((i for i, s in enumerate(body) if s is stmt), None)
-            for prev in reversed(body[:idx] if idx is not None else []):
-                bound = _binds_in(prev, name)
-                if bound is None:
-                    continue
-                if bound is False:
-                    return False  # bound in a way not analysed (branch, loop, unpacking)
-                roots_ = alias_roots(bound, t, known_fresh, modules)
-                if not roots_:
-                    return True
-                if isinstance(bound, cst.Name):
-                    return reaching_fresh(func, prev, bound.value, parents, t, known_fresh, modules, depth + 1)
-                return False
-            if isinstance(parents(cur), (cst.For, cst.While)):
-                return False  # a loop body: the previous iteration may have bound it otherwise
-        stmt, cur = cur, parents(cur)
+    found = reaching_value(func, site, name, parents)
+    if found is None:
+        return False
+    point, bound = found
+    if not alias_roots(bound, t, known_fresh, modules):
+        return True
+    if isinstance(bound, cst.Name):
+        return reaching_fresh(func, point, bound.value, parents, t, known_fresh, modules, depth + 1)
     return False
 
 
+def reaching_value(func: cst.FunctionDef, site: cst.CSTNode, name: str,
+                   parents) -> Optional[tuple[cst.BaseSmallStatement, cst.BaseExpression]]:
+    """(the assignment, its value) that last binds ``name`` before ``site`` runs, when that is a
+    plain ``name = value`` in straight-line code: the earlier statements of the same line and
+    block, then of the blocks around it. None for a parameter, or where the binding that reaches
+    is not one such assignment: one in a branch, a loop (an earlier iteration), the body of a
+    ``try`` or loop before its handler or ``else``, an unpacking, an augmented assignment."""
+    stmt, cur = site, parents(site)
+    while cur is not None and cur is not func:
+        if isinstance(cur, (cst.IndentedBlock, cst.Module, cst.SimpleStatementLine)):
+            body = list(cur.body)
+            idx = next((i for i, s in enumerate(body) if s is stmt), None)
+            for prev in reversed(body[:idx] if idx is not None else []):
+                found = _binds_in(prev, name)
+                if found is not None:
+                    return found or None
+            if isinstance(parents(cur), (cst.For, cst.While)):
+                return None  # a loop body: the previous iteration may have bound it otherwise
+        if isinstance(cur, (cst.Try, cst.TryStar, cst.For, cst.While)) and stmt is not cur.body \
+                and any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(cur)):
+            return None  # a handler, `else` or `finally`: the body before it may have bound the name
+        stmt, cur = cur, parents(cur)
+    return None
+
+
 def _binds_in(stmt: cst.CSTNode, name: str):
-    """The value ``stmt`` binds ``name`` to (None: it does not bind it; False: it may, unanalysed)."""
+    """(the assignment, the value) where ``stmt`` last binds ``name`` by a plain assignment; None
+    where it does not bind it; False where it may, in a way not analysed."""
     if isinstance(stmt, cst.SimpleStatementLine):
-        found = None
-        for small in stmt.body:
-            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
-                    and small.targets[0].target.value == name:
-                found = small.value
-            elif any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(small)):
-                found = False
-        return found
+        for small in reversed(stmt.body):
+            found = _binds_in(small, name)
+            if found is not None:
+                return found
+        return None
+    if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0].target, cst.Name) \
+            and stmt.targets[0].target.value == name:
+        return stmt, stmt.value
     if any(isinstance(n, cst.Name) and n.value == name for n in _targets_of(stmt)):
         return False
     return None

@@ -38,6 +38,7 @@ from typing import Optional
 import libcst as cst
 
 from graphmend.transforms._attributes import MODULE_ATTRIBUTES, REGISTERS, Attributes, origins
+from graphmend.transforms._dtypes import MODULE_OUTPUTS
 from graphmend.transforms._effects import code, dotted
 from graphmend.transforms.base import SourceFile, iter_nodes
 
@@ -111,6 +112,7 @@ class Reads:
             self.cls = owner.name.value
             self.self_name = func.params.params[0].name.value
         self._kinds: dict[str, Optional[str]] = {}
+        self._modules: dict[str, frozenset[Optional[str]]] = {}  # filled with _kinds, for output_classes
 
     def check(self, expr: Optional[cst.CSTNode]) -> Optional[str]:
         """Why some attribute read in ``expr`` may raise or run code where it did not run, or None."""
@@ -219,6 +221,7 @@ class Reads:
         """The one kind of value every binding of ``self.name`` in the family gives, when it is
         also bound at the top level of an ``__init__`` of the class or a base; else None."""
         kinds: set[Optional[str]] = set()
+        modules: set[Optional[str]] = set()  # the torch.nn class of each binding (None: not one)
         family = [self.classes[c] for c in self.attributes.family(self.cls)]  # type: ignore[arg-type]
         for cls in family:
             for node in iter_nodes(cls.body, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.Del, cst.Call)):
@@ -226,11 +229,13 @@ class Reads:
                     for t in node.targets:
                         if _is_self_attr(t.target, name):
                             kinds.add(self._value_kind(node.value))
+                            modules.add(self._module_class(node.value))
                         elif any(_is_self_attr(n, name) or _under_self_attr(n, name)
                                  for n in iter_nodes(t.target, (cst.Attribute,))):
                             return None  # unpacked into, or an attribute of it assigned
                 elif isinstance(node, cst.AnnAssign) and node.value is not None and _is_self_attr(node.target, name):
                     kinds.add(self._value_kind(node.value))
+                    modules.add(self._module_class(node.value))
                 elif isinstance(node, cst.Del) and any(_is_self_attr(n, name) for n in iter_nodes(node.target, (cst.Attribute,))):
                     return None
                 elif isinstance(node, cst.Call):
@@ -251,6 +256,7 @@ class Reads:
                         evident_none = isinstance(value, cst.Name) and value.value == "None"
                         kinds.add(None if evident_none else "module" if func == "self.add_module"
                                   or func == "self.register_module" else "tensor")
+                        modules.add(None)
         if len(kinds) != 1 or None in kinds:
             return None
         for cls in self._up():
@@ -259,6 +265,7 @@ class Reads:
                         and isinstance(stmt.body, cst.IndentedBlock):
                     for line in stmt.body.body:
                         if isinstance(line, cst.SimpleStatementLine) and any(_binds(s, name) for s in line.body):
+                            self._modules[name] = frozenset(modules)
                             return kinds.pop()
         return None
 
@@ -275,18 +282,46 @@ class Reads:
         if not isinstance(value, cst.Call):
             return None
         func = dotted(value.func)
+        full = self._full(func)
         head, _, rest = func.partition(".")
-        full = self.origins.get(head, head) + ("." + rest if rest else "")
         if full in ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"):
             return "tensor"
-        if full.startswith("torch.nn.") and full.count(".") == 2:
-            return "weighted" if full.rsplit(".", 1)[1] in WEIGHTED else "module"
+        if _nn_class(full):
+            return "weighted" if _nn_class(full) in WEIGHTED else "module"
         if head in self.torch_names and rest in TENSOR_FACTORIES:
             return "tensor"
         if isinstance(value.func, cst.Attribute) and value.func.attr.value in TENSOR_METHODS \
                 and self._value_kind(value.func.value) == "tensor":
             return "tensor"
         return None
+
+    def _module_class(self, value: cst.BaseExpression) -> Optional[str]:
+        """``Linear`` for ``nn.Linear(...)`` (torch.nn's own class); None for any other value."""
+        return _nn_class(self._full(dotted(value.func))) if isinstance(value, cst.Call) else None
+
+    def _full(self, func: str) -> str:
+        """A dotted callee with its first name resolved through this file's imports."""
+        head, _, rest = func.partition(".")
+        return self.origins.get(head, head) + ("." + rest if rest else "")
+
+    def output_classes(self, call: cst.Call) -> Optional[frozenset[str]]:
+        """The dtype classes ``self.<name>(...)`` returns when every binding of ``self.<name>``
+        (as :meth:`_bindings` finds them) is a torch.nn module of :data:`_dtypes.MODULE_OUTPUTS`
+        (``self.lin = nn.Linear(...)``: float or complex, never bool or integer); else None."""
+        func = call.func
+        if self.cls is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                    and func.value.value == self.self_name):
+            return None
+        kind, why = self._self_kind(func.attr.value)
+        modules = self._modules.get(func.attr.value)
+        if why or kind not in ("weighted", "module") or not modules or not modules <= set(MODULE_OUTPUTS):
+            return None
+        return frozenset(c for m in modules for c in MODULE_OUTPUTS[m][0].split())  # type: ignore[index]
+
+
+def _nn_class(full: str) -> Optional[str]:
+    """``Linear`` for ``torch.nn.Linear``; None for anything else."""
+    return full.rsplit(".", 1)[1] if full.startswith("torch.nn.") and full.count(".") == 2 else None
 
 
 def _is_self_attr(node: cst.CSTNode, name: str) -> bool:
