@@ -20,6 +20,8 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import libcst as cst
 
+from graphmend.transforms import _dtypes as D
+from graphmend.transforms import _effects as E
 from graphmend.transforms._effects import ALIAS_FUNCS, ALIAS_METHODS, NON_FINITE_FUNCS, PRODUCT_FUNCS, code, dotted, may_overflow  # noqa: F401
 
 # torch.* / F.* functions that neither raise on values, nor mutate, nor draw random numbers.
@@ -118,6 +120,8 @@ class Effects:
     nan_prone: list[str] = field(default_factory=list)
     # Judges an attribute chain (``_reads.Reads.why``): why reading it may raise or run code.
     reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None
+    # Names known to hold Python numbers (finite ones: setups such as ``torch.finfo(..).max - 1000``).
+    scalars: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -171,10 +175,14 @@ def torch_names_of(module: cst.Module) -> _Torch:
 
 
 def effects(expr: cst.CSTNode, torch: _Torch,
-            reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None) -> Effects:
+            reads: Optional[Callable[[cst.Attribute], Optional[str]]] = None,
+            scalars: frozenset[str] = frozenset()) -> Effects:
     """Check that evaluating ``expr`` when the original would not have is harmless. Without
-    ``reads`` an attribute read counts as harmless; with it, every chain is judged by it."""
-    eff = Effects(reads=reads)
+    ``reads`` an attribute read counts as harmless; with it, every chain is judged by it.
+    ``nan_prone`` lists what may be inf/NaN in value or gradient where the arm is not selected:
+    an op on the non-finite list, or an op off the finite-gradient list applied to a value not
+    proven finite (an argument may hold ``-inf`` from an additive mask, or NaN)."""
+    eff = Effects(reads=reads, scalars=scalars)
     _walk(expr, torch, eff)
     return eff
 
@@ -289,11 +297,60 @@ def _is_static_number(v: cst.CSTNode) -> bool:
 
 
 def _overflowing_product(operands: list, shown: str, t: _Torch, eff: Effects) -> None:
-    """A product of tensors one of which may overflow: its backward multiplies the zero gradient
-    of the arm not taken by that operand, and 0 * inf is NaN."""
-    tensors = [o for o in operands if not is_python_scalar(o, t)]
-    if len(tensors) > 1 and any(may_overflow(o, t) for o in tensors):
-        eff.nan_prone.append(shown)
+    """A product of tensors: the backward of each operand is the zero gradient of the arm not
+    taken times the other operands, and 0 * inf is NaN. It is harmless only where every operand
+    that may carry a gradient is multiplied by values proven finite (``x * (x > 0)``)."""
+    tensors = [o for o in operands if not is_python_scalar(o, t, eff.scalars)]
+    for i, o in enumerate(tensors):
+        if E.grad_sources(o, t, eff.scalars) == frozenset():
+            continue  # no gradient reaches this operand
+        if any(may_overflow(p, t) or not finite_value(p, t, eff.scalars) for j, p in enumerate(tensors) if j != i):
+            eff.nan_prone.append(shown)
+            return
+
+
+# Ops whose value is finite whatever their operand holds (bools, integers, fresh constants).
+_FINITE_VALUED = frozenset("""
+isinf isnan isfinite isposinf isneginf isreal signbit logical_and logical_or logical_not logical_xor eq ne gt ge
+lt le greater less greater_equal less_equal any all zeros_like ones_like zeros ones long int short byte char bool
+argmax argmin
+""".split())
+
+
+def finite_value(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) -> bool:
+    """Whether ``expr``'s value is proven free of inf and NaN: a small Python number, a
+    comparison, a bool or integer result, ``nan_to_num()``. A tensor from anywhere else (an
+    argument, an additive ``-inf`` mask, a quotient) may hold either."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return not may_overflow(expr, t)
+    if isinstance(expr, cst.Name):
+        return expr.value in ("True", "False") or expr.value in scalars
+    if isinstance(expr, cst.Comparison):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return finite_value(expr.expression, t, scalars)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return True
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        if name in _FINITE_VALUED and kind in ("method", "torch"):
+            return True
+        if name == "nan_to_num" and all(a.keyword is None or a.keyword.value == "nan" for a in expr.args) \
+                and all(finite_value(a.value, t, scalars) for a in expr.args if a.keyword is not None or kind == "method"):
+            return True  # +-inf become the dtype's largest finite values
+    return False
+
+
+def _unproven_operand(node: cst.Call, kind: str, name: str, t: _Torch, eff: Effects) -> bool:
+    """An op off the finite-gradient list whose tensor operands are not all proven finite: its
+    backward may be NaN where the incoming gradient is zero (``tanh(nan)``, ``square(-inf)``)."""
+    if name in E.FINITE_GRAD_FUNCS or name in E.NO_GRAD_FUNCS or name in PRODUCT_FUNCS:
+        return False
+    operands = [a.value for a in node.args if a.keyword is None and not a.star]
+    if kind == "method" and isinstance(node.func, cst.Attribute):
+        operands.append(node.func.value)
+    return any(not is_python_scalar(o, t, eff.scalars) and not finite_value(o, t, eff.scalars)
+               and E.grad_sources(o, t, eff.scalars) != frozenset() for o in operands)
 
 
 def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
@@ -334,13 +391,13 @@ def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
         if name == "div" and any(a.keyword is not None and a.keyword.value == "rounding_mode" for a in node.args):
             eff.problems.append(f"`{shown}` is an integer division (rounding_mode), which may raise where the branch was not taken")
             return
-        if name in NAN_PRONE or name == "div":
+        if name in NAN_PRONE or name == "div" or _unproven_operand(node, kind, name, t, eff):
             eff.nan_prone.append(shown)
     elif kind == "F":
         if name not in PURE_F_FUNCS:
             eff.problems.append(f"`{shown}` calls F.{name}, which is not known to be free of side effects and errors")
             return
-        if name in NAN_PRONE:
+        if name in NAN_PRONE or _unproven_operand(node, kind, name, t, eff):
             eff.nan_prone.append(shown)
     elif kind == "method":
         if name not in PURE_METHODS and name != "div":
@@ -352,7 +409,7 @@ def _walk_call(node: cst.Call, shown: str, t: _Torch, eff: Effects) -> None:
         if name == "div" and any(a.keyword is not None and a.keyword.value == "rounding_mode" for a in node.args):
             eff.problems.append(f"`{shown}` is an integer division (rounding_mode), which may raise where the branch was not taken")
             return
-        if name in NAN_PRONE or name == "div":
+        if name in NAN_PRONE or name == "div" or _unproven_operand(node, kind, name, t, eff):
             eff.nan_prone.append(shown)
         _walk(node.func.value, t, eff)  # type: ignore[union-attr]
     else:
@@ -621,13 +678,13 @@ def _operand(expr: cst.CSTNode, t: _Torch) -> str:
 KEEP_META = frozenset("clamp clip clamp_min clamp_max abs neg negative nan_to_num relu sign floor ceil round trunc clone detach contiguous".split())
 # Ops that keep the shape, and the dtype only for floating-point inputs (int -> float32).
 KEEP_META_FLOAT = frozenset("tanh sigmoid exp expm1 sqrt rsqrt log log1p sin cos erf reciprocal softmax log_softmax".split())
-_REQ_RANK = {"any": 0, "numeric": 1, "float": 2}
+_REQ_RANK = {"any": 0, "numeric": 1, "real": 2, "float": 3}  # each allows fewer dtypes than the one before
 
 
 @dataclass(frozen=True)
 class Meta:
     """An expression shown to have the shape of tensor ``base``, and its dtype when ``base``'s
-    dtype satisfies ``requires`` (any dtype / numeric, not bool / floating point)."""
+    dtype satisfies ``requires`` (any dtype / numeric, not bool / real, int or float / floating point)."""
 
     base: str
     requires: str = "any"
@@ -689,6 +746,8 @@ def meta(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset()) ->
                 need = "float"
             elif name in ("clone", "detach", "contiguous"):
                 need = "any"
+            elif name in ("abs", "absolute"):
+                need = "real"  # abs of a complex tensor is real
             elif any(not isinstance(a.value, cst.Integer) and not (isinstance(a.value, cst.UnaryOperation) and isinstance(a.value.expression, cst.Integer)) for a in rest):
                 need = "float"  # clamp(int_tensor, max=1.5) is float32; clamp(bool, min=0) is int64
             else:
@@ -719,13 +778,9 @@ def is_python_scalar(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = fro
 
 
 def requirement_met(requires: str, known_dtype: Optional[str]) -> bool:
-    if requires == "any":
-        return True
-    if known_dtype is None:
-        return False
-    if requires == "float":
-        return known_dtype in ("float16", "half", "bfloat16", "float32", "float", "float64", "double", "floating")
-    return known_dtype != "bool"
+    allowed = {"any": _ALL_CLASSES, "numeric": _ALL_CLASSES - {"bool"}, "real": frozenset(("int", "float")),
+               "float": frozenset(("float",))}[requires]
+    return dtype_classes_of(known_dtype) <= allowed
 
 
 # ------------------------------------------------------------------------------------------
@@ -737,18 +792,239 @@ _ELEMENTWISE_ONE = KEEP_META | KEEP_META_FLOAT | frozenset(
 )
 # Whole-tensor reductions that accept any shape, the empty tensor included (max/min do not).
 _TOTAL_REDUCTIONS = frozenset("sum mean any all prod norm".split())
-# Element-wise ops with no kernel for some dtypes: what their tensor's dtype must be for them
-# not to raise ("numeric": not bool; "float": floating point). Vetted in test_effects.py.
-DTYPE_PARTIAL: dict[str, str] = {
-    "abs": "numeric", "neg": "numeric", "negative": "numeric", "relu": "numeric", "ceil": "numeric",
-    "floor": "numeric", "round": "numeric", "trunc": "numeric", "softmax": "float", "log_softmax": "float",
-}
+_DTYPE_CLASS = {**{d: "float" for d in ("float16", "half", "bfloat16", "float32", "float", "float64", "double", "floating")},
+                **{d: "int" for d in ("int8", "int16", "int32", "int64", "long", "int", "short", "uint8")},
+                "bool": "bool", "complex64": "complex", "complex128": "complex", "cfloat": "complex", "cdouble": "complex"}
+_ALL_CLASSES = frozenset(D.DTYPE_CLASSES)
 
 
-def _dtype_shown(expr: cst.CSTNode, need: str, t: _Torch, scalars: frozenset[str], dtypes: dict[str, str]) -> bool:
-    """Whether ``expr`` is evidently a tensor whose dtype meets ``need`` (see ``requirement_met``)."""
-    m = meta(expr, t, scalars)
-    return m is not None and requirement_met(_stronger(m.requires, need), dtypes.get(m.base))
+def dtype_classes_of(known: Optional[str]) -> frozenset[str]:
+    """The dtype classes a tensor of known dtype ``known`` (a dtype name, "floating", or
+    space-separated class names) may have; every class when nothing is known."""
+    if known is None:
+        return _ALL_CLASSES
+    if known in _DTYPE_CLASS:
+        return frozenset((_DTYPE_CLASS[known],))
+    parts = frozenset(known.split())
+    return parts if parts and parts <= _ALL_CLASSES else _ALL_CLASSES
+
+
+def _raises(name: str) -> frozenset[str]:
+    return frozenset(D.DTYPE_RAISES[name][0].split())
+
+
+_BOOL_VALUED = BOOL_ELEMENTWISE | BOOL_REDUCTIONS | frozenset(
+    "logical_and logical_or logical_xor eq ne gt ge lt le greater less greater_equal less_equal isreal".split())
+# Ops whose result has their (first) tensor's dtype. Not among them: `clamp(bool, min=0)` is int64,
+# `clamp(int, max=1.5)` float32; `where`, `maximum` promote their values; `x.max(0)[1]` holds indices;
+# `x.view(torch.int32)` reinterprets the bits (each handled in `dtype_classes`).
+_CLASS_KEEPING = (KEEP_META - {"clamp", "clip", "clamp_min", "clamp_max"}) | frozenset(ALIAS_METHODS) - frozenset(
+    D.DTYPE_WARNS) - {"bool", "to", "type", "type_as", "view"} | frozenset(
+    "masked_fill amax amin roll flip tril triu repeat zeros_like ones_like".split())
+_TO_FLOATING = KEEP_META_FLOAT | frozenset(("mean", "std", "var", "norm"))
+_TO_REAL = frozenset(("abs", "absolute", "norm", "std", "var"))  # a complex tensor's is floating point
+_PROMOTING = frozenset(("maximum", "minimum", "fmax", "fmin"))
+
+
+def _cast_class(call: cst.Call, kind: str, name: str, t: _Torch) -> Optional[frozenset[str]]:
+    """The class a call converts to (``x.float()``, ``x.to(torch.int64)``, ``x.view(torch.int32)``,
+    ``dtype=torch.bool``); None where it does not say (every class where it names a dtype otherwise)."""
+    def named(arg: cst.BaseExpression) -> frozenset[str]:
+        d = dotted(arg).split(".")
+        ok = len(d) == 2 and d[0] in t.torch_names and d[1] in _DTYPE_CLASS
+        return frozenset((_DTYPE_CLASS[d[1]],)) if ok else _ALL_CLASSES
+
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "dtype":
+            return named(a.value)
+    if kind != "method":
+        return None
+    if not call.args and name in ("float", "half", "double", "bfloat16"):
+        return frozenset(("float",))
+    if not call.args and name in ("int", "long", "short", "byte", "char"):
+        return frozenset(("int",))
+    if not call.args and name == "bool":
+        return frozenset(("bool",))
+    if name in ("to", "type"):
+        return named(call.args[0].value) if len(call.args) == 1 and call.args[0].keyword is None else _ALL_CLASSES
+    if name == "view" and not (len(call.args) > 1 or (call.args and isinstance(call.args[0].value, (cst.Integer, cst.Tuple, cst.List)))
+                               or (call.args and _negative_integer(call.args[0].value))):
+        return _ALL_CLASSES  # `x.view(t)` may reinterpret as dtype `t`
+    return None
+
+
+def _promoted(values: list, t: _Torch, scalars: frozenset[str], of: Callable[[cst.CSTNode], frozenset[str]]) -> frozenset[str]:
+    """The classes of what torch's type promotion makes of tensors and Python numbers (``mask + 1``
+    is int64, ``i * 0.5`` float32; two tensors: the higher class, within the union)."""
+    tensors = [v for v in values if not is_python_scalar(v, t, scalars)]
+    numbers = [v for v in values if is_python_scalar(v, t, scalars)]
+    found = frozenset().union(*(of(v) for v in tensors))
+    if found & {"bool", "int"} and any(_float_number(n) for n in numbers):
+        found = found - {"bool", "int"} | {"float"}
+    elif found & {"bool", "int"} and not all(_integer_number(n) for n in numbers):
+        found |= {"float"}  # a name holding a Python int or float
+    if numbers:
+        found = found - {"bool"} | ({"int"} if "bool" in found else frozenset())
+    return found
+
+
+def _float_number(expr: cst.CSTNode) -> bool:
+    """A Python float written out: a float literal, or arithmetic with one or with ``/``."""
+    if isinstance(expr, cst.Float):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return _float_number(expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        return isinstance(expr.operator, cst.Divide) or _float_number(expr.left) or _float_number(expr.right)
+    return False
+
+
+def _integer_number(expr: cst.CSTNode) -> bool:
+    """A Python int literal, or arithmetic of them other than ``/``."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return _integer_number(expr.expression)
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.Divide):
+        return _integer_number(expr.left) and _integer_number(expr.right)
+    return False
+
+
+def dtype_classes(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str], dtypes: dict[str, str],
+                  calls: Optional[Callable[[cst.Call], Optional[frozenset[str]]]] = None) -> frozenset[str]:
+    """The dtype classes (bool/int/float/complex) ``expr``'s tensor value may have: a superset,
+    every class where the source does not tell. ``dtypes`` has what is known of names (a dtype
+    name, or classes: ``_dtypes.classes_text``); ``calls`` tells what other calls return
+    (``self.lin(x)``: ``_reads.Reads.output_classes``)."""
+    def of(e: cst.CSTNode) -> frozenset[str]:
+        return dtype_classes(e, t, scalars, dtypes, calls)
+
+    if isinstance(expr, cst.Name):
+        return dtype_classes_of(dtypes.get(expr.value))
+    if isinstance(expr, cst.Comparison):
+        return frozenset(("bool",))
+    if isinstance(expr, cst.Subscript):
+        return of(expr.value)
+    if isinstance(expr, cst.UnaryOperation):
+        return of(expr.expression)
+    if isinstance(expr, cst.BinaryOperation):
+        sides = [expr.left, expr.right]
+        if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+            return frozenset().union(*(of(e) for e in sides if not is_python_scalar(e, t, scalars)))
+        found = _promoted(sides, t, scalars, of)
+        if isinstance(expr.operator, cst.Divide) and found & {"bool", "int"}:
+            found |= {"float"}
+        return found
+    if isinstance(expr, cst.Call):
+        kind, name = t.func(expr.func)
+        cast = _cast_class(expr, kind, name, t)
+        if cast is not None:
+            return cast
+        if kind != "other" and name in _BOOL_VALUED:
+            return frozenset(("bool",))
+        made = calls(expr) if calls is not None else None
+        if made is not None:
+            return made
+        operands = _call_operands(expr, kind)
+        if operands is None:
+            return _ALL_CLASSES
+        receiver, rest = operands
+        positional = [a.value for a in rest if a.keyword is None and not a.star]
+        inner = of(receiver)
+        if name in _TO_REAL:
+            inner = inner - {"complex"} | ({"float"} if "complex" in inner else frozenset())
+        if name in ("sum", "cumsum", "prod"):
+            return inner - {"bool"} | ({"int"} if "bool" in inner else frozenset())  # a bool sum is int64
+        if name in _TO_FLOATING:
+            return inner - {"bool", "int"} | ({"float"} if inner & {"bool", "int", "float"} else frozenset())
+        if name in _TO_REAL:
+            return inner
+        if name in ("clamp", "clip", "clamp_min", "clamp_max"):  # the bounds promote: `clamp(i, max=1.5)` is float
+            return _promoted([receiver, *(a.value for a in rest if not a.star)], t, scalars, of)
+        if name in _PROMOTING:
+            return _promoted([receiver, *positional], t, scalars, of)
+        if name == "where":
+            # `x.where(c, y)`, `torch.where(c, x, y)`: the two values (the one-argument form gives indices)
+            values = [receiver, *positional[1:]] if kind == "method" else positional
+            return _promoted(values, t, scalars, of) if len(values) == 2 else _ALL_CLASSES
+        if name in ("max", "min"):
+            return inner if not rest else _ALL_CLASSES  # `x.max(0)` is (values, indices)
+        if name in _CLASS_KEEPING:
+            return inner
+    return _ALL_CLASSES
+
+
+# Ops whose result is complex when their operand is: an op after them that raises for a complex
+# tensor raises for a complex operand too (``x.sum() > 0``).
+_COMPLEX_KEEPING = frozenset("""
+sum mean prod cumsum clone detach contiguous view reshape flatten squeeze unsqueeze transpose permute t expand
+narrow select neg exp sqrt tanh sigmoid log
+""".split())
+
+
+def dtype_facts(expr: cst.CSTNode, t: _Torch, dtypes: dict[str, str]) -> dict[str, str]:
+    """``dtypes`` with what evaluating ``expr`` without an error proves: ``(x > 0).any()`` raises
+    for a complex ``x``, so wherever the program gets past it ``x`` is bool, int or float. Only a
+    name the raising op takes directly (every class it raises for) or through ops that keep a
+    complex tensor complex (``x.sum() > 0``: complex only) is counted. The facts hold for what
+    runs after ``expr`` (the selected values, not setups hoisted above the condition)."""
+    facts = dict(dtypes)
+    for node in E.iter_tree(expr):
+        for operand, bad, how in _dtype_needs(node, t):
+            direct = True
+            while how == "raise" and not isinstance(operand, cst.Name):
+                if isinstance(operand, cst.Subscript):
+                    operand = operand.value
+                elif isinstance(operand, cst.Call) and t.func(operand.func)[1] in _COMPLEX_KEEPING \
+                        and _call_operands(operand, t.func(operand.func)[0]) is not None:
+                    operand = _call_operands(operand, t.func(operand.func)[0])[0]  # type: ignore[index]
+                    direct = False
+                else:
+                    break
+            if how != "raise" or not isinstance(operand, cst.Name):
+                continue
+            left = dtype_classes_of(facts.get(operand.value)) - (bad if direct else bad & {"complex"})
+            if left:  # none left: the op always raises, nothing to learn
+                facts[operand.value] = D.classes_text(left)
+    return facts
+
+
+def dtypes_after_setups(facts: dict[str, str], known: dict[str, str], setups: list, t: _Torch,
+                        scalars: frozenset[str]) -> dict[str, str]:
+    """``facts`` for the selected values once the setups hoisted above the select have run:
+    ``setups`` are ``(name, value)`` in order (value None: not a plain assignment). A name bound
+    once gets the classes of its value, judged by ``known`` (the setups run before the
+    condition, so its facts do not apply); a name bound otherwise loses what was known of it."""
+    out, before = dict(facts), dict(known)
+    bound = [n for n, _ in setups]
+    for name, value in setups:
+        if value is None or bound.count(name) > 1:
+            out.pop(name, None)
+            before.pop(name, None)
+            continue
+        classes = dtype_classes(value, t, scalars, before)
+        out[name] = before[name] = D.classes_text(classes)
+    return out
+
+
+def reaching_dtypes(func: cst.FunctionDef, site: cst.CSTNode, names: set[str], parents, t: _Torch,
+                    calls: Optional[Callable[[cst.Call], Optional[frozenset[str]]]] = None,
+                    depth: int = 0) -> dict[str, str]:
+    """What the assignments that reach ``site`` (``_effects.reaching_value``) show of the dtype
+    classes of ``names``: ``h = self.lin(x)`` (``calls``: a Linear's output is float or complex),
+    ``m = (x > 0)``, ``y = h.float()``; the names those values read are judged where they are
+    assigned, in turn. A parameter, or a name bound otherwise, is left out (every class)."""
+    known: dict[str, str] = {}
+    for name in sorted(names):
+        found = E.reaching_value(func, site, name, parents)
+        if found is None:
+            continue
+        point, value = found
+        inner = reaching_dtypes(func, point, names_in(value), parents, t, calls, depth + 1) if depth < 6 else {}
+        classes = dtype_classes(value, t, frozenset(), inner, calls)
+        if classes != _ALL_CLASSES:
+            known[name] = D.classes_text(classes)
+    return known
 
 
 def _negative_integer(expr: cst.CSTNode) -> bool:
@@ -756,44 +1032,64 @@ def _negative_integer(expr: cst.CSTNode) -> bool:
             and isinstance(expr.expression, cst.Integer))
 
 
-def _dtype_need(expr: cst.CSTNode, t: _Torch) -> Optional[tuple[cst.CSTNode, str]]:
-    """(the tensor, what its dtype must be) for an operation that raises for some dtypes, or None.
+_COMPARE_OPS = {cst.GreaterThan: "gt", cst.LessThan: "lt", cst.GreaterThanEqual: "ge", cst.LessThanEqual: "le"}
 
-    ``-mask`` and ``mask.abs()`` raise for a bool tensor, ``x.softmax(-1)``, ``x ** -1`` and
-    ``x.round(decimals=1)`` for an integer one, ``~x`` and ``x & y`` for a floating-point one
-    (no requirement expresses "integer or bool": those give ``"never"``)."""
+
+def _dtype_needs(expr: cst.CSTNode, t: _Torch) -> list[tuple[cst.CSTNode, frozenset[str], str]]:
+    """(a tensor operand, the dtype classes it must not have, "raise"/"warn") for each operation of
+    ``expr`` itself that raises or warns for some dtypes (the lists in ``_effects``): ``-mask``
+    and ``mask - 1`` raise for a bool tensor, ``x.clamp(0)``, ``x > 0`` and ``x.sign()`` for a
+    complex one, ``~x`` for a floating-point one, ``x.masked_fill(m, 0)`` for a mask that is not
+    bool; ``z.float()`` of a complex tensor warns."""
+    def raising(name: str, *operands: cst.CSTNode) -> list:
+        return [(o, _raises(name), "raise") for o in operands]
+
     if isinstance(expr, cst.UnaryOperation):
         if isinstance(expr.operator, cst.Minus):
-            return expr.expression, "numeric"
-        if isinstance(expr.operator, cst.BitInvert) and _kind(expr.expression, t) not in ("bool", "bool0"):
-            return expr.expression, "never"
-        return None
+            return raising("neg", expr.expression)
+        if isinstance(expr.operator, cst.BitInvert):
+            return raising("bitwise_not", expr.expression)
+        return []
     if isinstance(expr, cst.BinaryOperation):
+        sides = (expr.left, expr.right)
         if isinstance(expr.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
-            if not {_kind(expr.left, t), _kind(expr.right, t)} <= {"bool", "bool0"}:
-                return expr.left, "never"
+            return raising("bitwise_and", *sides)
         if isinstance(expr.operator, (cst.LeftShift, cst.RightShift)):
-            return expr.left, "never"
+            return raising("lshift", expr.left)
         if isinstance(expr.operator, cst.Power) and _negative_integer(expr.right):
-            return expr.left, "float"
-        if isinstance(expr.operator, cst.Subtract) and not any(isinstance(e, (cst.Integer, cst.Float)) for e in (expr.left, expr.right)):
-            return expr.left, "numeric"  # two bool tensors (a bool and a Python number is fine)
-        return None
+            return raising("pow_negative", expr.left)
+        if isinstance(expr.operator, cst.Subtract):
+            return raising("sub", *sides)
+        return []
+    if isinstance(expr, cst.Comparison):
+        sides = [expr.left] + [c.comparator for c in expr.comparisons]
+        if any(type(c.operator) in _COMPARE_OPS for c in expr.comparisons):
+            return raising("gt", *sides)
+        return []
     if isinstance(expr, cst.Call):
         kind, name = t.func(expr.func)
         operands = _call_operands(expr, kind)
         if operands is None:
-            return None
+            return []
         receiver, rest = operands
-        if name in ("sub", "subtract") and rest and not isinstance(rest[0].value, (cst.Integer, cst.Float)):
-            return receiver, "numeric"
-        if name == "pow" and rest and _negative_integer(rest[0].value):
-            return receiver, "float"
+        positional = [a.value for a in rest if a.keyword is None and not a.star]
+        found = []
+        if name in D.DTYPE_RAISES:
+            found += raising(name, receiver, *([] if name in ("clamp", "clip", "clamp_min", "clamp_max") else positional))
+        if name == "pow" and positional and _negative_integer(positional[0]):
+            found += raising("pow_negative", receiver)
         if name == "round" and any(a.keyword is not None and a.keyword.value == "decimals" for a in rest):
-            return receiver, "float"
-        if name in DTYPE_PARTIAL:
-            return receiver, DTYPE_PARTIAL[name]
-    return None
+            found.append((receiver, frozenset(("bool", "int", "complex")), "raise"))
+        if name == "masked_fill" and positional:
+            found += raising("masked_fill_mask", positional[0])
+        if name == "where" and kind == "method" and positional:
+            found += raising("where_condition", positional[0])  # `x.where(c, y)`
+        elif name == "where" and positional:
+            found += raising("where_condition", receiver)  # `torch.where(c, x, y)`
+        if kind == "method" and name in D.DTYPE_WARNS:
+            found.append((receiver, frozenset(D.DTYPE_WARNS[name][0].split()), "warn"))
+        return found
+    return []
 
 
 def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = frozenset(),
@@ -806,10 +1102,9 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
     """
     dtypes = dtypes or {}
     shown = code(expr)
-    need = _dtype_need(expr, t)
-    if need is not None and not is_python_scalar(need[0], t, scalars) and (
-            need[1] == "never" or not _dtype_shown(need[0], need[1], t, scalars, dtypes)):
-        return shown
+    for operand, bad, _ in _dtype_needs(expr, t):
+        if not is_python_scalar(operand, t, scalars) and dtype_classes(operand, t, scalars, dtypes) & bad:
+            return shown
     if isinstance(expr, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
         return None
     if isinstance(expr, cst.Attribute):
@@ -825,6 +1120,8 @@ def shape_fallible(expr: cst.CSTNode, t: _Torch, scalars: frozenset[str] = froze
         return None if isinstance(expr.value, (cst.Name, cst.Attribute)) else shape_fallible(expr.value, t, scalars, dtypes)
     if isinstance(expr, cst.UnaryOperation):
         return shape_fallible(expr.expression, t, scalars, dtypes)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.MatrixMultiply):
+        return shown  # `x @ x` raises unless the shapes chain ([2, 3] @ [2, 3])
     if isinstance(expr, (cst.BinaryOperation, cst.Comparison)):
         if isinstance(expr, cst.BinaryOperation):
             sides = [expr.left, expr.right]

@@ -73,8 +73,11 @@ class ConditionalExpressionOnTensor(Transform):
             "bool); a condition that is not evidently one element goes through `_graphmend_truth`, which raises "
             "the expression's own \"Boolean value of Tensor with more than one value is ambiguous\" error "
             "instead of letting `where` broadcast it; evaluating the value not taken cannot raise, write state or "
-            "draw random numbers (an operation with no kernel for some dtypes, such as `-mask` on a bool tensor, "
-            "makes the fix unsafe unless the dtype is shown); neither value is `None` or a Python number (`torch.where` would make it a "
+            "draw random numbers (an operation that raises or warns for some dtypes, such as `-mask` on a bool tensor, "
+            "`x.clamp(0)` on a complex one or `z.float()` of a complex one, makes the fix unsafe unless the dtype is "
+            "shown, by a dtype check, by an op of the condition that would have raised, or by the assignment that "
+            "reaches the expression: `h = self.lin(x)` with a torch.nn Linear, Conv, Embedding or norm layer is never "
+            "bool); neither value is `None` or a Python number (`torch.where` would make it a "
             "tensor). Where the two values' shape and dtype are not proven equal the rewrite calls GM101's "
             "`_graphmend_select`, which uses `torch.where` only when they agree (a static check under Dynamo) "
             "and otherwise chooses as the expression did. Declined where gradients may flow (no enclosing "
@@ -192,7 +195,9 @@ class ConditionalExpressionOnTensor(Transform):
                                 "the original program wrote")
         # GM101's checks on the selected values, with its state for a single expression.
         checker = gm101.DataDependentBranch()
-        checker.begin_site(source, func, node, untyped=not pred.typed)  # type: ignore[arg-type]
+        known = gm101.site_dtypes(source, func, node, t, reads)  # type: ignore[arg-type]
+        checker.begin_site(source, func, node, known, untyped=not pred.typed,  # type: ignore[arg-type]
+                           facts=A.dtype_facts(node.test, t, known))
         safety = _lowest(safety, checker._check_values([node.body, node.orelse], "the selected value", t, notes, safety))
         outside = L.outside_roots(source, func, node, [node.body, node.orelse], t)  # type: ignore[arg-type]
         if outside:

@@ -152,10 +152,15 @@ class DataDependentBranch(Transform):
             "`torch.equal`, `allclose`, a Python bool); the branch not taken cannot raise, write state "
             "(in-place ops, attribute or buffer writes), draw random numbers, or call anything unknown "
             "(only known pure torch operations are accepted; integer division and computed indices are "
-            "refused; an operation with no kernel for some dtypes, such as `-mask` or `mask.abs()` on a bool "
-            "tensor, `x ** -1` or `x.softmax(-1)` on an integer one, `~x` or `x & y` on a floating-point one, "
-            "makes the fix unsafe unless the tensor's dtype is shown, e.g. by `x.dtype == torch.float16` in the "
-            "condition); the same call in every branch is declined when one branch hands it the caller's own "
+            "refused; an operation that raises or warns for some dtypes, such as `-mask`, `mask - 1` or "
+            "`mask.abs()` on a bool tensor, `x ** -1` or `x.softmax(-1)` on an integer one, `~x` or `x & y` on a "
+            "floating-point one, `x.clamp(0)`, `x > 0` or `x.sign()` on a complex one, `x.masked_fill(m, 0)` with a "
+            "mask not shown to be bool, `z.float()` of a complex tensor (a warning), makes the fix unsafe unless the "
+            "tensor's dtype is shown, by `x.dtype == torch.float16` in the condition, by an op of the condition "
+            "itself that would have raised, as `(x > 0).any()` does for a complex `x`, or by the assignment that "
+            "reaches the site: `h = self.lin(x)` with `self.lin` only ever a torch.nn Linear, Conv, Embedding or norm "
+            "layer is floating point or complex, never bool, so `h - 1` stays safe; `m = x > 0` is bool; a function's "
+            "argument may be of any dtype); the same call in every branch is declined when one branch hands it the caller's own "
             "tensor and the callee may keep or return it (`cache.append(x)`, `tuple(x)`); no branch transfers control (`break`, `continue`, `raise`, a lone `return`); no "
             "branch gives `None` or a Python number; the selected variables are not updated in place "
             "elsewhere in the function (the select returns a new tensor, not an alias). A condition that "
@@ -169,9 +174,11 @@ class DataDependentBranch(Transform):
             "`torch.no_grad()`/`inference_mode()`) the site is declined when the branches draw gradients "
             "from different tensors (`where`'s result requires grad when either branch does, and the tensors "
             "of the branch not taken get a zero gradient instead of None; buffers the class registers count as "
-            "never requiring grad), and when a branch may be inf/NaN: `log`, `sqrt`, division, `pow`, `exp`, "
-            "or a product with an operand that may overflow (`(x * 1e30) * x`), since the untaken branch's "
-            "gradient is multiplied by zero and 0 * inf is NaN. A returned value that may be the caller's own "
+            "never requiring grad), and when a branch may be inf/NaN in value or gradient: `log`, `sqrt`, division, "
+            "`pow`, `exp`, or an op not known to be finite in backward (`x * x`, `x.tanh()`) on a value not proven "
+            "finite (an argument, scores with an additive `-inf` mask), since the untaken branch's gradient is "
+            "multiplied by zero and 0 * inf is NaN; a branch no gradient reaches (only buffers and constants) "
+            "is exempt. A returned value that may be the caller's own "
             "object (an argument, `self.weight`, `x.detach()`, a no-op `.float()`) is declined: `where` "
             "returns a new tensor; so is an assigned one that leaves the function "
             "(returned, stored, passed on) or is written later. " + SPARSE_SAFETY + " Static (unverified) candidates are applied only with `--unsafe-fixes`. "
@@ -345,6 +352,9 @@ class DataDependentBranch(Transform):
             raise _Declined(f"the condition `{A.code(node.test)}` is a Python value, not a tensor")
         if static and len(chain) > 1:
             raise _Declined("a static conjunct together with `elif` branches: the Python `if` cannot be kept apart")
+        # what the static conjuncts (`h.dtype == torch.float16`) and the assignments before the
+        # site (`h = self.lin(x)`) tell about dtypes
+        known = {**site_dtypes(source, func, node, t, attr_reads), **_known_dtypes(static, t)}
         conds: list[A.Predicate] = []
         cond_texts: list[str] = []
         tests = [_and_of(tensor_parts)] + [test for test, _ in chain[1:]]
@@ -371,7 +381,7 @@ class DataDependentBranch(Transform):
                     eff = A.effects(leaf, t, attr_reads.why_evaluated if first else attr_reads.why)
                     if not eff.ok:
                         raise _Declined(f"the condition {eff.problems[0]}")
-                    fallible = None if first else A.shape_fallible(leaf, t, frozenset(), _known_dtypes(static, t))
+                    fallible = None if first else A.shape_fallible(leaf, t, frozenset(), known)
                     if fallible:
                         safety = Safety.UNSAFE
                         notes.append(f"`{fallible}` in the condition now runs where `and`/`or`/`elif` skipped it, "
@@ -406,10 +416,10 @@ class DataDependentBranch(Transform):
             if why:
                 raise _Declined(f"the static part of the condition {why}, and it is evaluated again after the rewrite")
 
-        # what the static conjuncts tell about dtypes (`h.dtype == torch.float16`)
         # a condition trusted from Dynamo's report may be a Python value on another call: the
         # select helper then chooses as the `if` did (torch.where takes tensors only)
-        self.begin_site(source, func, node, _known_dtypes(static, t), untyped=any(not p.typed for p in conds))
+        self.begin_site(source, func, node, known, untyped=any(not p.typed for p in conds),
+                        facts=A.dtype_facts(tests[0], t, known))
 
         # 3. the arms and the reconciling shape
         arms_stmts = [stmts for _, stmts in chain] + ([final] if final is not None else [])
@@ -453,7 +463,7 @@ class DataDependentBranch(Transform):
             names: set[str] = set()
             for s in arm.setups:
                 value = s.value  # type: ignore[attr-defined]
-                eff = A.effects(value, t, self._reads.why)
+                eff = A.effects(value, t, self._reads.why, self._scalars)
                 if not eff.ok:
                     raise _Declined(f"the setup statement `{A.code(s)}`: {eff.problems[0]}; it cannot be hoisted")
                 if eff.nan_prone and not self._no_grad:
@@ -476,6 +486,9 @@ class DataDependentBranch(Transform):
             clash = sorted(used & others)
             if clash:
                 raise _Declined(f"`{clash[0]}` is set up differently in each branch; hoisting both would mix them")
+        self._value_dtypes = A.dtypes_after_setups(
+            self._value_dtypes, self._dtypes, [(_assigned_name(s), s.value if isinstance(s, cst.Assign) else None)
+                                               for arm in arms for s in arm.setups], t, self._scalars)
         for arm in arms:
             lines.extend(A.code(s) for s in arm.setups)
 
@@ -669,7 +682,8 @@ class DataDependentBranch(Transform):
         )
 
     def begin_site(self, source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode,
-                   dtypes: Optional[dict[str, str]] = None, *, untyped: bool = False) -> None:
+                   dtypes: Optional[dict[str, str]] = None, *, untyped: bool = False,
+                   facts: Optional[dict[str, str]] = None) -> None:
         """The per-site state :meth:`_check_values` and :meth:`_select_fn` read, all of it in one
         place (GM402 borrows the checks for a single expression, which hoists no setups)."""
         self._no_grad = grad_disabled(source, node)
@@ -677,6 +691,9 @@ class DataDependentBranch(Transform):
                               | A.torch_names_of(source.module).f_names)
         self._buffers = buffer_attrs(source, func)
         self._dtypes = dtypes or {}
+        # what the first condition proves about dtypes: it runs before the selected values, not
+        # before the setups hoisted above the select (A.dtype_facts)
+        self._value_dtypes = facts if facts is not None else self._dtypes
         self._scalars: frozenset[str] = frozenset()
         self._setup_values: dict[str, cst.BaseExpression] = {}
         self._needs_helper = False
@@ -692,15 +709,17 @@ class DataDependentBranch(Transform):
                 raise _Declined(
                     f"{what} is the Python value `{A.code(v)}` in one branch; torch.where would turn it into a tensor"
                 )
-            eff = A.effects(v, t, self._reads.why)
+            eff = A.effects(v, t, self._reads.why, self._scalars)
             if not eff.ok:
                 raise _Declined(f"{what}: {eff.problems[0]}, and both branches are evaluated after the rewrite")
             if eff.nan_prone:
-                if not self._no_grad:
+                # harmless where no gradient reaches the value (no_grad, or only buffers and constants)
+                if not self._no_grad and _resolved_sources(v, t, self._scalars | self._buffers, self._setup_values) != frozenset():
                     raise _Declined(_nan_reason(eff.nan_prone[0]))
                 notes.append(f"`{eff.nan_prone[0]}` may be inf/NaN where its branch is not taken; no gradient "
-                             "flows here (no_grad/inference_mode), and torch.where selects the other value")
-            fallible = A.shape_fallible(v, t, self._scalars, self._dtypes)
+                             "flows here (no_grad/inference_mode, or only buffers and constants feed it), and torch.where "
+                             "selects the other value")
+            fallible = A.shape_fallible(v, t, self._scalars, self._value_dtypes)
             if fallible:
                 safety = Safety.UNSAFE
                 notes.append(
@@ -723,7 +742,7 @@ class DataDependentBranch(Transform):
         metas = [A.meta(v, t, self._scalars) for v in values]
         bases = {m.base for m in metas if m is not None}
         proven = all(m is not None for m in metas) and len(bases) == 1 and all(
-            A.requirement_met(m.requires, self._dtypes.get(m.base)) for m in metas  # type: ignore[union-attr]
+            A.requirement_met(m.requires, self._value_dtypes.get(m.base)) for m in metas  # type: ignore[union-attr]
         )
         self._proven_last = proven
         if not proven:
@@ -892,6 +911,16 @@ def _grad_mode(expr: cst.BaseExpression) -> Optional[bool]:
     if not isinstance(value, cst.Name) or value.value not in ("True", "False"):
         return False
     return (value.value == "True") == (name == "inference_mode")
+
+
+def site_dtypes(source: SourceFile, func: cst.FunctionDef, node: cst.CSTNode, t: A._Torch,
+                reads: R.Reads) -> dict[str, str]:
+    """What the assignments reaching the site show of the dtype classes of the names it reads
+    (:func:`_analysis.reaching_dtypes`; a submodule's output through ``reads``), the ``return``
+    that follows an ``if`` included."""
+    following = _next_return(node, source) if isinstance(node, cst.If) else None
+    names = A.names_in(node) | (A.names_in(following) if following is not None else set())
+    return A.reaching_dtypes(func, node, names, source.parent, t, reads.output_classes)
 
 
 def _known_dtypes(static: list[cst.BaseExpression], t: A._Torch) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The dtype and non-finite lists of the shared effect analysis, each entry run against torch:
 an op listed as raising (or warning) for a dtype class does so for that class and for no other,
-and an op listed as finite in backward gives a zero gradient through an unselected ``where`` arm
-for +-inf and NaN operands."""
+an op listed as finite in backward gives a zero gradient through an unselected ``where`` arm
+for +-inf and NaN operands, and a torch.nn module listed with its output classes returns exactly
+those."""
 
 from __future__ import annotations
 

@@ -68,8 +68,8 @@ def test_the_helper_on_real_tensors():
 
 def test_two_sites_in_one_file_insert_each_helper_once():
     # one site needs the truth, select and layout helpers, the other two of them: each appears once
-    text = ("import torch\n\n\ndef f(x, gate):\n    if gate > 0:\n        y = x * 2\n    else:\n        y = x - 1\n"
-            "    return y\n\n\ndef g(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x - 1\n    return y\n")
+    text = ("import torch\n\n\ndef f(x, gate):\n    if gate > 0:\n        y = x * 2\n    else:\n        y = x + 1\n"
+            "    return y\n\n\ndef g(x):\n    if x.sum() > 0:\n        y = x * 2\n    else:\n        y = x + 1\n    return y\n")
     result = fix_text("m.py", text, RuleContext(verified=True), [DataDependentBranch()], {"GM101": [5, 13]})
     assert len(result.applied) == 2, [d.reason for d in result.declined]
     for helper in ("_graphmend_strided", "_graphmend_select", "_graphmend_truth"):

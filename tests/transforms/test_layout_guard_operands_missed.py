@@ -1,7 +1,7 @@
 """Tensors a GM101 arm reads that the layout guard must check.
 
 The guard ``_graphmend_strided(...)`` must see every tensor the ``torch.where`` form computes:
-a sparse tensor it misses makes the arm not taken run (``W - 1`` has no sparse COO kernel),
+a sparse tensor it misses makes the arm not taken run (``W + 1`` has no sparse COO kernel),
 so the rewritten program would raise where the original returned. Each program here is
 rewritten, and each runs the rewritten file and the original on a sparse COO tensor (eager:
 Dynamo does not trace sparse tensors, so the compiled program runs the same statement).
@@ -59,7 +59,7 @@ def f(gate):
     if gate.sum() > 0:
         y = {tables}.W * 2
     else:
-        y = {tables}.W - 1
+        y = {tables}.W + 1
     return y
 '''
 
@@ -87,7 +87,7 @@ def make(input):
         if gate.sum() > 0:
             y = input * 2
         else:
-            y = input - 1
+            y = input + 1
         return y
     return f
 '''
@@ -117,7 +117,7 @@ class M(nn.Module):
         if gate.sum() > 0:
             y = g * 2
         else:
-            y = g - 1
+            y = g + 1
         return y
 '''
 
@@ -144,7 +144,7 @@ def f(gate):
     if gate.sum() > 0:
         y = W * 2
     else:
-        y = W - 1
+        y = W + 1
     return y
 '''
 

@@ -231,7 +231,8 @@ def test_an_overflowing_product_in_the_unselected_arm_is_declined(tmp_path):
     _declined(result, "inf/NaN")
 
 
-def test_a_product_of_plain_tensors_is_still_fixed(tmp_path):
+def test_a_product_of_plain_arguments_is_declined_where_gradients_flow(tmp_path):
+    """An argument may hold -inf (a masked score): `x * x` not taken back-propagates 0 * -inf."""
     body = """
     def f(x):
         if x.sum() > 0:
@@ -241,8 +242,24 @@ def test_a_product_of_plain_tensors_is_still_fixed(tmp_path):
         return y
     """
     text, result = _fix(body)
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([float("-inf"), 2.0], requires_grad=True),)])
+    _declined(result, "inf/NaN")
+
+
+def test_a_product_of_plain_tensors_is_still_fixed_without_gradients(tmp_path):
+    body = """
+    @torch.no_grad()
+    def f(x):
+        if x.sum() > 0:
+            y = x * x
+        else:
+            y = x * 2
+        return y
+    """
+    text, result = _fix(body)
     assert result.text != text
-    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0], requires_grad=True),)])
+    _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),),
+                                                          lambda m: (torch.tensor([float("-inf"), 2.0]),)])
 
 
 # -- 5. a condition with more than one element -------------------------------------------------
@@ -254,7 +271,7 @@ def test_a_non_scalar_condition_raises_as_the_if_did(tmp_path, values):
         if x > 0:
             y = x * 2
         else:
-            y = x - 1
+            y = x + 1
         return y
     """
     text, result = _fix(body, dynamic=True)
@@ -265,7 +282,7 @@ def test_a_non_scalar_condition_raises_as_the_if_did(tmp_path, values):
 def test_a_non_scalar_conditional_expression_raises_as_the_expression_did(tmp_path):
     body = """
     def f(x):
-        return x * 2 if x > 0 else x - 1
+        return x * 2 if x > 0 else x + 1
     """
     text, result = _fix(body, dynamic=True)
     assert result.text != text, [d.reason for d in result.declined]
@@ -414,7 +431,7 @@ def test_a_zero_d_conjunct_before_a_static_one_is_still_fixed(tmp_path):
     body = """
     @torch.no_grad()
     def f(x):
-        if x.sum() > 0 and x.dtype == torch.float32:
+        if (x != 0).any() and x.dtype == torch.float32:
             y = x * 2
         else:
             y = x * 3
