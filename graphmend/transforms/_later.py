@@ -6,9 +6,9 @@ is not the same object graph, and the code after the site can tell:
 - **layout** (:func:`layout_use`): the select's strides come from TensorIterator (the condition,
   then the first arm decide the order of dimensions), not from the branch taken. ``a`` may be a
   transposed view and ``b`` contiguous: ``out.view(-1)`` then raises (or stops raising),
-  ``out.stride()``, ``out.is_contiguous()``, ``out.data_ptr()`` read something else (a
-  ``reshape``/``flatten``/``contiguous`` that copies where it made a view is an alias question:
-  ``_effects.later_write`` already puts its result with the selected name). Anything computed
+  ``out.stride()``, ``out.is_contiguous()``, ``out.data_ptr()`` read something else, and a
+  ``reshape``/``flatten``/``contiguous`` copies where it made a view, so that an in-place update
+  of the select or of its result no longer reaches the other (:data:`COPY_OR_VIEW`). Anything computed
   from the selected value inherits its layout (elementwise ops keep their operand's strides), so the analysis follows the values
   assigned from it. A direct layout read of any of them declines the site; so does handing one
   to a call this module does not know, or letting one leave the function (returned, stored),
@@ -311,7 +311,29 @@ def layout_use(func: cst.FunctionDef, site: cst.CSTNode, positions, selected: se
         or _layout_read(after.nodes(), tainted, t, modules, same_layout=same_layout, after=after)
     if why:
         return why
+    # `reshape`/`flatten`/`contiguous` make a view where the strides allow and a copy where not: an
+    # in-place update of the select, or of that result, reaches the other on one path only
+    for node in after.nodes():
+        if isinstance(node, cst.Call) and _copy_or_view(node, tainted, t):
+            write = later_write(func, site, positions, set(selected), t, known_fresh, modules)
+            if write:
+                return (f"`{E.code(node)}` at line {_line(after, node)} shares a selected value's memory where its "
+                        f"strides allow and is a copy where not, and {write}; torch.where's result does not keep the "
+                        "strides of the branch taken")
+            break
     return None
+
+
+# Ops that return a view of their operand when its strides allow, and a copy otherwise.
+COPY_OR_VIEW = frozenset("reshape reshape_as flatten ravel contiguous".split())
+
+
+def _copy_or_view(call: cst.Call, tainted: set[str], t) -> bool:
+    kind, name = t.func(call.func)
+    if kind == "method" and (name in COPY_OR_VIEW or name == "to" and any(
+            a.keyword is not None and a.keyword.value == "memory_format" for a in call.args)):
+        return _mentions(call.func.value, tainted)  # type: ignore[attr-defined]
+    return kind == "torch" and name in COPY_OR_VIEW and bool(call.args) and _mentions(call.args[0].value, tainted)
 
 
 def _layout_read(nodes: Iterable[cst.CSTNode], tainted: set[str], t, modules: E.Modules, *, same_layout: bool,

@@ -139,6 +139,31 @@ def test_a_layout_read_through_another_road_is_declined(tmp_path, form, use, fou
     _kept(tmp_path, body, "merge", [cached, fresh])
 
 
+# `reshape`/`flatten`/`contiguous` share the select's memory on one path and copy it on the other:
+# an update of either no longer reaches the other (the statement form declined these already, as
+# an update through an alias of a selected name).
+SHARED_FOUND = {
+    "reshaped": "    flat = keys.reshape(-1)\n    flat.zero_()\n    return keys",
+    "flattened": "    flat = keys.flatten()\n    flat[0] = 100.0\n    return keys * 1",
+    "contiguous": "    dense = keys.contiguous()\n    keys.add_(1)\n    return dense",
+}
+
+
+@pytest.mark.parametrize("form, use, found", _cases({}, SHARED_FOUND, holding={(n, "statement") for n in SHARED_FOUND}))
+def test_an_update_through_a_reshape_of_the_select_is_declined(tmp_path, form, use, found):
+    body = LAYOUT.format(site=LAYOUT_SITES[form], use=use)
+    reasons = _declined(body)
+    assert ("shares a selected value's memory where its strides allow" in reasons) == found, reasons
+
+    def cached():
+        return torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
+
+    def fresh():
+        return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
+
+    _kept(tmp_path, body, "merge", [cached, fresh])
+
+
 # --- saved tensors: a residual stream updated in place after an optional squash ------------------
 
 SAVED = """
