@@ -406,11 +406,11 @@ class _Holders:
     ``ValueError(y)``). A value computed from it (``y.sum()``, ``y.detach()``, ``y[0]``, ``y * 2``)
     has its own ``grad_fn`` (or none) either way and does not carry it."""
 
-    def __init__(self, after: After, bare: set[str], t):
+    def __init__(self, after: After, bare: set[str], t, contained: frozenset[str] = frozenset()):
         self.t = t
-        self.tensors, self.containers = set(bare), set()
+        self.tensors, self.containers = set(bare), set(contained)
         self.strings = _string_names(after.func)
-        changed = bool(bare)
+        changed = bool(bare or contained)
         while changed:
             changed = False
             for node in after.nodes():
@@ -506,12 +506,13 @@ def printing_call(call: cst.Call, t, modules: E.Modules) -> bool:
 
 
 def printed(func: cst.FunctionDef, site: cst.CSTNode, positions, selected: set[str], t,
-            modules: E.Modules) -> Optional[str]:
+            modules: E.Modules, contained: frozenset[str] = frozenset()) -> Optional[str]:
     """Why a selected value itself (its ``grad_fn`` shows in its text) may be printed, formatted,
     raised or asserted with after the site, directly or through a name or container that holds
-    it (:class:`_Holders`), or None. Values computed from it have their own ``grad_fn`` either way."""
+    it (:class:`_Holders`; ``contained``: names that hold a container of it already), or None.
+    Values computed from it have their own ``grad_fn`` either way."""
     after = After(func, site, positions)
-    held = _Holders(after, selected, t)
+    held = _Holders(after, selected, t, contained)
     grad_fn = "its text names its grad_fn (`WhereBackward0` after the rewrite)"
     for node in after.nodes():
         where = f"at line {_line(after, node)}"
@@ -541,14 +542,16 @@ def printed(func: cst.FunctionDef, site: cst.CSTNode, positions, selected: set[s
 def later_use(func: cst.FunctionDef, site: cst.CSTNode, positions, t, modules: E.Modules, *, grad: bool,
               reads: set[str], bound: set[str], selected: dict[str, list],
               known_fresh: frozenset[str], call: Optional[cst.Call] = None, call_values: Optional[list] = None,
-              returned: Optional[list] = None, bare: Optional[set[str]] = None) -> Optional[str]:
+              returned: Optional[list] = None, bare: Optional[set[str]] = None,
+              contained: frozenset[str] = frozenset()) -> Optional[str]:
     """Why the code after a predicated site could tell the select from the ``if``, or None.
 
     ``grad``: gradients may flow (autograd is not provably off around the site). ``reads``: the
     names the condition and the arms read; ``bound``: the names the rewrite binds on every path;
     ``selected``: each selected name with its value in every arm; ``call``: the call that receives
     the select (with ``call_values``, the arms' arguments); ``returned``: the arms' returned values;
-    ``bare``: the selected names that hold the select itself (default: all of them)."""
+    ``bare``: the selected names that hold the select itself (default: all of them);
+    ``contained``: those that hold a container of it (:func:`expression_holders`)."""
     if grad:
         why = saved_written(func, site, positions, reads, rebound(func, site, positions, bound), t, known_fresh,
                             modules)
@@ -570,7 +573,7 @@ def later_use(func: cst.FunctionDef, site: cst.CSTNode, positions, t, modules: E
         return ("the selected value is returned (the caller may read its strides), and the branches evidently differ "
                 "in layout; torch.where's result does not keep the strides of the branch taken")
     if grad:
-        return printed(func, site, positions, set(selected) if bare is None else bare, t, modules)
+        return printed(func, site, positions, set(selected) if bare is None else bare, t, modules, contained)
     return None
 
 
@@ -581,6 +584,7 @@ def expression_use(expr: cst.CSTNode, parents, t, modules: E.Modules, *, grad: b
     same = evident_layouts(values, t)
     reason = "; torch.where's result does not keep the strides of the branch taken"
     child, cur = expr, parents(expr)
+    how = "itself"  # how `child` holds the select (:func:`_step`)
     while cur is not None and not isinstance(cur, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
         if isinstance(cur, cst.Attribute) and cur.value is child and cur.attr.value in STRIDE_METHODS:
             return f"`{E.code(cur)}(...)` depends on the strides of the select{reason}"
@@ -588,16 +592,88 @@ def expression_use(expr: cst.CSTNode, parents, t, modules: E.Modules, *, grad: b
             why = call_layout_use(cur, t, modules, same_layout=same)
             if why:
                 return why + reason
-            if grad and isinstance(child, cst.Arg) and child.value is expr and printing_call(cur, t, modules):
+            if grad and isinstance(child, cst.Arg) and how != "computed" and printing_call(cur, t, modules):
                 return (f"`{E.code(cur.func)}(...)` may print or format the select; it requires grad, and its text "
                         "names its grad_fn (`WhereBackward0` after the rewrite)")
-        if grad and isinstance(cur, cst.FormattedStringExpression) and child is expr:
+        if grad and isinstance(cur, cst.FormattedStringExpression) and how != "computed":
             return "an f-string formats the select; its text names its grad_fn (`WhereBackward0` after the rewrite)"
+        how = _step(how, cur, child, parents, t)
         child, cur = cur, parents(cur)
+    if grad and how != "computed" and ((isinstance(cur, cst.Assert) and child is cur.msg)
+                                       or (isinstance(cur, cst.Raise) and child is cur.exc)):
+        return "the select is raised or asserted with; its text names its grad_fn (`WhereBackward0` after the rewrite)"
     if isinstance(cur, cst.Return) and not same:
         return ("the select is returned (the caller may read its strides), and the branches evidently differ in "
                 f"layout{reason}")
     return None
+
+
+def expression_holders(expr: cst.CSTNode, parents, t) -> tuple[set[str], set[str], set[str]]:
+    """The names the statement around a select (GM402) binds to it, as (the select itself, a
+    container holding it, a value computed from it): ``y = a if c else b``, ``k, v = (a if c
+    else b), w``, ``cache["k"] = ...``, ``outs.append(...)``, ``(y := ...)``, ``for t in (..., w)``,
+    ``z = (a if c else b) * 2``. A call the analysis cannot read may return its argument: what it
+    makes is taken as a container of the select."""
+    itself: set[str] = set()
+    contained: set[str] = set()
+    computed: set[str] = set()
+    how = "itself"
+
+    def add(names: set[str], unpacked: bool = False) -> None:
+        if how == "computed":
+            computed.update(names)
+        elif unpacked:  # `k, v = (select, w)`: either may be the select itself
+            itself.update(names)
+            contained.update(names)
+        else:
+            (itself if how == "itself" else contained).update(names)
+
+    child, cur = expr, parents(expr)
+    while cur is not None and not isinstance(cur, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        if isinstance(cur, cst.NamedExpr) and cur.value is child:
+            add(E.roots(cur.target))
+        if isinstance(cur, cst.Call) and child is not cur.func and t.func(cur.func)[0] == "method" \
+                and t.func(cur.func)[1] in E.KEEPING_METHODS and how != "computed":
+            contained.update(E.roots(cur.func.value))  # type: ignore[attr-defined]
+        how = _step(how, cur, child, parents, t)
+        child, cur = cur, parents(cur)
+    if isinstance(cur, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and cur.value is child:
+        targets = [a.target for a in cur.targets] if isinstance(cur, cst.Assign) else [cur.target]
+        for target in targets:
+            if isinstance(target, cst.Name):
+                add({target.value})
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                add({n.value for n in E.iter_tree(target) if isinstance(n, cst.Name)}, unpacked=True)
+            elif how != "computed":
+                contained.update(E.roots(target))  # `cache["k"] = ...`, `self.k = ...`
+            else:
+                computed.update(E.roots(target))
+    elif isinstance(cur, cst.For) and cur.iter is child:
+        add({n.value for n in E.iter_tree(cur.target) if isinstance(n, cst.Name)}, unpacked=True)
+    return itself, contained, computed
+
+
+def _step(how: str, cur: cst.CSTNode, child: cst.CSTNode, parents, t) -> str:
+    """How the value of ``cur`` holds the select, given how its part ``child`` does: ``itself``,
+    ``contained`` (a display, text made from it, what a call the analysis cannot read returns)
+    or ``computed`` (an operator, an index, a torch function, a vetted method: its own tensor)."""
+    if how == "computed":
+        return how
+    if isinstance(cur, (cst.Tuple, cst.List, cst.Set, cst.Dict, cst.FormattedString)):
+        return "contained"
+    if isinstance(cur, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.Subscript)) \
+            or (isinstance(cur, cst.Attribute) and cur.value is child and not isinstance(parents(cur), cst.Call)):
+        return "computed"
+    if isinstance(cur, cst.Call) and child is not cur.func:
+        kind, name = t.func(cur.func)
+        if (kind == "method" and name in E.KEEPING_METHODS) or kind in ("torch", "F") or name in A.FRESH:
+            return "computed"  # what `append` returns, or a new tensor
+        return "contained"
+    if isinstance(cur, cst.Call) and isinstance(child, cst.Attribute):  # a method of the select
+        _, name = t.func(cur.func)
+        if name in A.FRESH or name == "detach" or (name in LAYOUT_OPS and name != "contiguous"):
+            return "computed"
+    return how
 
 
 # --- identity: the selected value is a new tensor (GM101, GM402) ---------------------------------

@@ -391,3 +391,48 @@ def test_a_closure_defined_before_the_site_and_called_after_it(tmp_path, case):
     body, entry, reason, inputs = CLOSURES[case]
     assert reason in _declined(body)
     _kept(tmp_path, body, entry, inputs)
+
+
+# --- GM402 inside a statement: the select lands in a container, an unpacking, a store, a walrus ---
+
+ESCAPED_TEXT = {
+    "appended": "    outs = []\n    outs.append(x * 2 if x.sum() > 0 else x * 3)\n    print(outs)\n    return outs[0]",
+    "tuple": "    pair = (x * 2 if x.sum() > 0 else x * 3, x)\n    print(pair)\n    return pair[0]",
+    "dict": "    d = {'h': x * 2 if x.sum() > 0 else x * 3}\n    print(d)\n    return d['h']",
+    "walrus_in_print": "    print(y := (x * 2 if x.sum() > 0 else x * 3))\n    return y",
+    "tuple_in_print": "    print((x * 2 if x.sum() > 0 else x * 3, x))\n    return x * 1",
+    "assert_message": "    assert x.sum() > 100, x * 2 if x.sum() > 0 else x * 3\n    return x * 1",
+    "for_loop": "    for t in (x * 2 if x.sum() > 0 else x * 3, x):\n        print(t)\n    return x * 1",
+}
+ESCAPED_TEXT_HELD = {
+    "summed": "    print((x * 2 if x.sum() > 0 else x * 3).sum())\n    return x * 1",
+    "plus_one": "    y = (x * 2 if x.sum() > 0 else x * 3) + 1\n    print(y)\n    return y",
+}
+ESCAPED_LAYOUT = {
+    "appended": "    outs = []\n    outs.append(cached * 2 if scores.sum() > 0 else fresh * 2)\n    return outs[0].view(-1)",
+    "unpacked": "    k, v = (cached * 2 if scores.sum() > 0 else fresh * 2), fresh\n    return k.view(-1)",
+    "stored": "    cache = {}\n    cache['k'] = cached * 2 if scores.sum() > 0 else fresh * 2\n    return cache['k'].view(-1)",
+}
+
+
+@pytest.mark.parametrize("use, found", [pytest.param(u, True, id=n) for n, u in ESCAPED_TEXT.items()]
+                         + [pytest.param(u, False, id=n) for n, u in ESCAPED_TEXT_HELD.items()])
+def test_the_text_of_a_select_made_inside_a_statement(tmp_path, use, found):
+    body = f"\ndef show(x):\n{use}\n"
+    if found:
+        assert "WhereBackward0" in _declined(body)
+    _kept(tmp_path, body, "show", [lambda: (_grad(torch.ones(2)),), lambda: (_grad(-torch.ones(2)),)])
+
+
+@pytest.mark.parametrize("use", [pytest.param(u, id=n) for n, u in ESCAPED_LAYOUT.items()])
+def test_the_layout_of_a_select_made_inside_a_statement(tmp_path, use):
+    body = f"\n@torch.no_grad()\ndef merge(scores, cached, fresh):\n{use}\n"
+    assert "depends on the strides of a selected value" in _declined(body)
+
+    def cached():
+        return torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
+
+    def fresh():
+        return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
+
+    _kept(tmp_path, body, "merge", [cached, fresh])
