@@ -709,8 +709,9 @@ def alias_hazard(source: SourceFile, func: cst.FunctionDef, site: cst.CSTNode, n
 def identity_read(func: cst.FunctionDef, site: cst.CSTNode, positions, names: set[str], t,
                   modules: E.Modules) -> Optional[str]:
     """Why the code after the site may test the identity of a tensor ``names`` may share (``is``
-    between two tensors, ``id(...)``), or None: the select is a new object where the branch kept
-    an existing one. A test against ``None``/``True``/``False`` is not one."""
+    between two tensors, ``id(...)``, ``hash(...)``, a dict key or set member), or None: the select
+    is a new object where the branch kept an existing one. A test against ``None``/``True``/
+    ``False`` is not one."""
     classes = E.alias_classes(func, t, A.FRESH, modules)
     shared = set(names).union(*(classes.get(n, set()) for n in names))
     after = After(func, site, positions)
@@ -723,9 +724,15 @@ def identity_read(func: cst.FunctionDef, site: cst.CSTNode, positions, names: se
                     return (f"`{E.code(node)}` at line {_line(after, node)} tests the identity of a tensor a branch "
                             "keeps; torch.where returns a new tensor")
                 left = c.comparator
-        if isinstance(node, cst.Call) and t.func(node.func) == ("other", "id") \
+        if isinstance(node, cst.Call) and t.func(node.func) in (("other", "id"), ("other", "hash")) \
                 and any(_mentions(a.value, shared) for a in node.args):
             return (f"`{E.code(node)}` at line {_line(after, node)} reads the identity of a tensor a branch keeps; "
+                    "torch.where returns a new tensor")
+        # a tensor hashes by identity: a dict key or a set member is found by the object
+        keys = [e.key for e in node.elements if isinstance(e, cst.DictElement)] if isinstance(node, cst.Dict) else \
+            [e.value for e in node.elements] if isinstance(node, cst.Set) else []
+        if any(isinstance(k, cst.Name) and k.value in shared for k in keys):
+            return (f"`{E.code(node)}` at line {_line(after, node)} keys a tensor a branch keeps by its identity; "
                     "torch.where returns a new tensor")
     return None
 

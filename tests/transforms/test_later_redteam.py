@@ -293,6 +293,9 @@ IDENTITY_FOUND = {
     "closure_called_after": ("    def bump():\n        y.add_(1)", "    bump()\n    return y * 1"),
     "is": ("", "    changed = y is not x\n    return y * 1, changed"),
     "id": ("", "    return y * 1, id(y) == id(x)"),
+    "hash": ("", "    same = hash(y) == hash(x)\n    return y * 1, same"),
+    "dict_key": ("", "    seen = {y: 1}\n    return y * 1, x in seen"),
+    "set_member": ("", "    seen = {y}\n    return y * 1, x in seen"),
 }
 
 
