@@ -439,3 +439,38 @@ def test_the_layout_of_a_select_made_inside_a_statement(tmp_path, use):
         return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
 
     _kept(tmp_path, body, "merge", [cached, fresh])
+
+
+# --- GM101's call form: each branch appends its value, so the list holds the select ---------------
+
+APPENDED = {
+    "printed": ("""
+def show(x):
+    outs = []
+    if x.sum() > 0:
+        outs.append(x * 2)
+    else:
+        outs.append(x * 3)
+    print(outs)
+    return outs[0]
+""", "show", "WhereBackward0", [lambda: (_grad(torch.ones(2)),), lambda: (_grad(-torch.ones(2)),)]),
+    "viewed": ("""
+@torch.no_grad()
+def merge(scores, cached, fresh):
+    outs = []
+    if scores.sum() > 0:
+        outs.append(cached * 2)
+    else:
+        outs.append(fresh * 2)
+    return outs[0].view(-1)
+""", "merge", "depends on the strides of a selected value", [
+        lambda: (torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)),
+        lambda: (-torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2))]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(APPENDED))
+def test_a_select_appended_by_the_call_form(tmp_path, case):
+    body, entry, reason, inputs = APPENDED[case]
+    assert reason in _declined(body)
+    _kept(tmp_path, body, entry, inputs)
