@@ -474,3 +474,17 @@ def test_a_select_appended_by_the_call_form(tmp_path, case):
     body, entry, reason, inputs = APPENDED[case]
     assert reason in _declined(body)
     _kept(tmp_path, body, entry, inputs)
+
+
+def test_a_name_the_statement_binds_again_stays_rewritten(tmp_path):
+    """`h` names the new tensor after the statement: the later update does not reach what the arms saved."""
+    body = """
+def block(x):
+    h = x * 3
+    h = (h * 2 if x.sum() > 0 else h * h) + 1
+    h.add_(1)
+    return h
+"""
+    text, result = _fix(body, dynamic=True)
+    assert result.applied, [d.reason for d in result.declined]
+    _kept(tmp_path, body, "block", [lambda: (_grad(torch.ones(2, 3)),), lambda: (_grad(-torch.ones(2, 3)),)])
