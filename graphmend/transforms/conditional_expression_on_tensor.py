@@ -295,11 +295,12 @@ def _later_use(node: cst.IfExp, source: SourceFile, func: cst.FunctionDef, t: A.
     targets = [a.target for a in stmt.targets] if isinstance(stmt, cst.Assign) else \
         [stmt.target] if isinstance(stmt, cst.AnnAssign) else []
     names = {n.value for n in targets if isinstance(n, cst.Name)}
-    direct = isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is node
+    # where the select lands besides a plain name: unpacked, in a container, stored, appended
+    itself, contained, computed = L.expression_holders(node, source.parent, t)
     reads = A.names_in(node.test) | A.names_in(node.body) | A.names_in(node.orelse)
     return L.later_use(func, node, source.positions, t, modules, grad=grad, reads=reads, bound=names,
-                       selected={n: values for n in names}, known_fresh=A.FRESH,
-                       bare=names if direct else set())
+                       selected={n: values for n in names | itself | contained | computed}, known_fresh=A.FRESH,
+                       bare=itself, contained=frozenset(contained))
 
 
 def _lowest(a: Safety, b: Safety) -> Safety:

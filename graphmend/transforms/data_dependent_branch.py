@@ -759,6 +759,7 @@ class DataDependentBranch(Transform):
         reads = set(test_names)
         bound = {_assigned_name(s) for arm in arms for s in arm.setups}
         selected: dict[str, list] = {}
+        kept: set[str] = set()  # names of containers that hold the select
         call, call_values, returned = None, None, None
         for arm in arms:
             for value in [*(s.value for s in arm.setups), *(v for _, v, _ in arm.targets), arm.ret]:  # type: ignore[attr-defined]
@@ -781,10 +782,14 @@ class DataDependentBranch(Transform):
             if isinstance(stmt, cst.Assign):
                 target = stmt.targets[0].target.value  # type: ignore[union-attr]
                 selected[target], bound = call_values, bound | {target}
+            kind, name = t.func(call.func)
+            if kind == "method" and name in E.KEEPING_METHODS and isinstance(call.func, cst.Attribute):
+                kept = E.roots(call.func.value)  # `outs.append(...)`: the list holds the select after the site
+                selected.update((n, call_values) for n in kept)
         return L.later_use(func, node, source.positions, t, E.Modules(source.enclosing(func, (cst.ClassDef,))),  # type: ignore[arg-type]
                            grad=not grad_disabled(source, node), reads=reads, bound=bound, selected=selected,
                            known_fresh=A.FRESH, call=call, call_values=call_values,
-                           returned=returned)
+                           returned=returned, bare=set(selected) - kept, contained=frozenset(kept))
 
     def _select_fn(self, torch_name: str) -> str:
         """``torch.where`` for values proven alike; else the checked helper (added to the module)."""
