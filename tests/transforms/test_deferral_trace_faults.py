@@ -229,8 +229,6 @@ SAME_FILE_CALLS = {"linear": ("self.proj(x)", ((torch.ones(1, 4), 0), (torch.one
                    "int-index": ("x[i]", ((torch.ones(4), 1), (torch.ones(4), 5)))}
 
 
-@pytest.mark.xfail(strict=True, reason="the same-file deferral (landed) does not check what may fail while Dynamo "
-                   "traces the rest of the graph: the print is lost before a shape or index error found in tracing")
 @pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
 def test_same_file_print_before_an_error_found_while_tracing(tmp_path, case):
     after, calls = SAME_FILE_CALLS[case]
