@@ -20,7 +20,7 @@ region (the call is inside a module class of this file that defines ``forward``,
 function such a class calls, or a function compiled here) and nothing in the region may raise
 after the call (where only some entries may, the call is recorded under the others only:
 ``entries=``), nor while Dynamo traces it, unless the runtime makes the call from a failed trace
-(``_deferral_entries.trace_fault_after``, ``shown_from_trace``); otherwise ``unsafe``, and
+(``_deferral_entries.trace_faults``, ``shown_from_trace``); otherwise ``unsafe``, and
 without a boundary the fix is the ``is_compiling()`` guard instead (messages skipped under
 compile, which the notes say).
 
@@ -50,7 +50,7 @@ from graphmend.transforms import _region as R
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._callback import unread_after
 from graphmend.transforms._deferral_entries import (failure_after, foreign_entries, made_in_graph, shown_from_trace,
-                                                    trace_fault_after)
+                                                    trace_faults)
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 
@@ -125,6 +125,14 @@ class DeferredCallRule(Transform):
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = R.region_may_raise(source, call)
         faults, entries = R.entry_faults(source, call)
+        if traced and made_in_graph(call, kind):
+            # A call given a tensor, made in the graph: lost when the trace after it fails, after
+            # it in its function or under an entry that runs more after it (a Logger's record is
+            # lost too, and not yet judged here: test_deferral_trace_faults).
+            own, more = trace_faults(source, call)
+            raises = raises or own
+            faults = {**more, **faults}
+            entries = tuple(e for e in entries if e not in faults)
         if foreign:
             # Recorded only under the entries of other files whose code was read (and under none
             # of this file's: no boundary here is proven to run after the call).
@@ -140,10 +148,6 @@ class DeferredCallRule(Transform):
                                  f"the call in the same graph: {next(iter(faults.values()))}).")
             else:
                 raises = next(iter(faults.values()))
-        if not foreign and not raises and traced and made_in_graph(call, kind):
-            # A call given a tensor, made in the graph: lost when the trace after it fails. (A
-            # Logger's record is lost too, and not yet judged here: test_deferral_trace_faults.)
-            raises = trace_fault_after(source, call)
         module = source.path[:-3].replace("/", ".") if source.path.endswith(".py") else source.path
         notes = (
             f"Eager mode runs {shown}(...) as written. Under torch.compile it is recorded with its "

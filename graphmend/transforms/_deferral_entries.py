@@ -355,25 +355,27 @@ def failure_after(source: SourceFile, call: cst.Call, traced: bool = True) -> Op
     return _failure_in(program, _after(source, call, func), func, {id(func)}, traced=traced)
 
 
-def trace_fault_after(source: SourceFile, call: cst.Call) -> Optional[str]:
-    """Why code that may run after ``call`` in the same compiled graph, in this file, may fail
-    while Dynamo traces it (:func:`_trace_fault`), or None: after the call in its function and
-    what that calls here, and anywhere in the methods of the classes whose compiled entry may run
-    it (:func:`R.related_methods`: a caller may run more after the call returned). What runs there
-    and is not read (another file's module, a callable held in a value) may fail too."""
+def trace_faults(source: SourceFile, call: cst.Call) -> tuple[Optional[str], dict[str, str]]:
+    """What may fail while Dynamo traces code that may run after ``call`` in the same compiled
+    graph, in this file (:func:`_trace_fault`; code not read may fail too): why it may after the
+    call in its function (and what that calls here), or None; and, for each module class whose
+    compiled entry may run it, why its methods may (a caller may run more after the call
+    returned: the call is deferred under the other entries only)."""
     from graphmend.transforms._reach import _Program
 
     func = B.enclosing_function(source, call)
     if func is None:
-        return None
+        return None, {}
     program = _Program(source)
-    seen = {id(func)}
-    found = _failure_in(program, _after(source, call, func), func, seen, values=False)
-    for method in R.related_methods(source, call):
-        if found is None and id(method) not in seen:
-            seen.add(id(method))
-            found = _failure_in(program, _runs(method.body), method, seen, values=False)
-    return found
+    own = _failure_in(program, _after(source, call, func), func, {id(func)}, values=False)
+    faults: dict[str, str] = {}
+    for name in sorted(R._entries_of(source, call)):
+        for method in R._related_methods(source, {name}, func):
+            fault = _failure_in(program, _runs(method.body), method, {id(func), id(method)}, values=False)
+            if fault:
+                faults[name] = f"in {name}.{method.name.value}, which may run after this call: {fault}"
+                break
+    return own, faults
 
 
 def _after(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> list[cst.CSTNode]:

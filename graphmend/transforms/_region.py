@@ -126,12 +126,6 @@ def _entries_of(source: SourceFile, call: cst.CSTNode) -> set[str]:
     return set()
 
 
-def related_methods(source: SourceFile, call: cst.CSTNode) -> list[cst.FunctionDef]:
-    """What the compiled entries that may run ``call`` run besides its function (their forwards
-    and the methods those call), where code may run after ``call`` returned."""
-    return _related_methods(source, _entries_of(source, call), enclosing_function(source, call))
-
-
 def _users_of_all(source: SourceFile, names: set[str]) -> set[str]:
     found: set[str] = set()
     for name in names:
