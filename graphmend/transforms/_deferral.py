@@ -19,7 +19,8 @@ logger / ``warnings`` (not rebound). Safety: ``safe`` when a boundary is proven 
 region (the call is inside a module class of this file that defines ``forward``, a module-level
 function such a class calls, or a function compiled here) and nothing in the region may raise
 after the call (where only some entries may, the call is recorded under the others only:
-``entries=``); otherwise ``unsafe``, and
+``entries=``), nor while Dynamo traces it, unless the runtime makes the call from a failed trace
+(``_deferral_entries.trace_faults``, ``shown_from_trace``); otherwise ``unsafe``, and
 without a boundary the fix is the ``is_compiling()`` guard instead (messages skipped under
 compile, which the notes say).
 
@@ -48,7 +49,8 @@ from graphmend.transforms import _boundary as B
 from graphmend.transforms import _region as R
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._callback import unread_after
-from graphmend.transforms._deferral_entries import failure_after, foreign_entries
+from graphmend.transforms._deferral_entries import (failure_after, foreign_entries, made_in_graph, shown_from_trace,
+                                                    trace_faults)
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 
@@ -101,9 +103,11 @@ class DeferredCallRule(Transform):
         if reason:
             return self.decline(source, call, reason)
         placement = B.plan(source, call)
+        # a call the runtime makes from a failed trace: what may fail while tracing after it is no reason
+        traced = not shown_from_trace(call, kind)
         foreign: tuple[str, ...] = ()
         if not placement.proven:
-            found = foreign_entries(source, call, ctx)
+            found = foreign_entries(source, call, ctx, traced)
             if isinstance(found, str):
                 return self._guard_fix(call, source, shown, placement, found)
             foreign = found
@@ -121,12 +125,20 @@ class DeferredCallRule(Transform):
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = R.region_may_raise(source, call)
         faults, entries = R.entry_faults(source, call)
+        if traced and made_in_graph(call, kind):
+            # A call given a tensor, made in the graph: lost when the trace after it fails, after
+            # it in its function or under an entry that runs more after it (a Logger's record is
+            # lost too, and not yet judged here: test_deferral_trace_faults).
+            own, more = trace_faults(source, call)
+            raises = raises or own
+            faults = {**more, **faults}
+            entries = tuple(e for e in entries if e not in faults)
         if foreign:
             # Recorded only under the entries of other files whose code was read (and under none
             # of this file's: no boundary here is proven to run after the call).
             edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries=({', '.join(foreign)},))"),) \
                 + runtime[0]
-            raises = failure_after(source, call)
+            raises = failure_after(source, call, traced)
             faults = {}
         if faults and not raises:
             if entries:

@@ -12,12 +12,13 @@ every frame between the entry and the call was read and shown to be safe:
 * in every frame's file, nothing may fail after the call in the same compiled graph (the checks
   the same-file case makes: a tensor-valued check that may be lowered, an index held in a tensor,
   in the frame's function and in the methods of the classes that may be in the graph with it) —
-  the records of a graph that fails are lost — nor while Dynamo traces it: a tensor operation
-  whose shapes or dtypes may not fit (``y + mask``, ``self.proj(y)``, ``y.view(7)``, ``y[0]``)
-  fails the trace itself, before any op of the graph runs, so a call made in the graph
-  (``graphmend::deferred``) is lost with it, as a record is (:func:`_trace_fault`; Python-level
-  errors while tracing, a ``KeyError`` or an ``AttributeError``, make Dynamo run the frame
-  eagerly, where the call runs as written);
+  the records of a graph that fails are lost — nor while Dynamo traces it, unless the runtime
+  makes the call from the failed trace (:func:`shown_from_trace`: ``print``, ``warnings.warn``, a
+  ``logging.<level>`` function, with constants and sizes only): a tensor operation whose shapes or
+  dtypes may not fit (``y + mask``, ``self.proj(y)``, ``y.view(7)``, ``y[0]``) fails the trace
+  itself, before any op of the graph runs, so a record, or a call given a tensor, is lost with it
+  (:func:`_trace_fault`; Python-level errors while tracing, a ``KeyError`` or an
+  ``AttributeError``, make Dynamo run the frame eagerly, where the call runs as written);
 * no frame's function makes an output of its own (``print``, logging, ``warnings``,
   ``sys.stdout.write``): that file is not rewritten, so its output would stay immediate and
   appear before the deferred one although it came after it;
@@ -47,9 +48,9 @@ from graphmend.transforms.base import RuleContext, SourceError, SourceFile, iter
 _PLUMBING = ("_call_impl", "_wrapped_call_impl", "__call__", "inner")
 
 
-def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext) -> Union[tuple[str, ...], str]:
+def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext, traced: bool = True) -> Union[tuple[str, ...], str]:
     """The entries (as ``entries=`` expressions) of other files a deferred ``call`` may be recorded
-    under, or why there are none."""
+    under, or why there are none (a failure while tracing after it counts when ``traced``)."""
     if ctx.root is None:
         return "no compiled entry of another file is known (static mode: no stack from a real run)"
     lines = range(source.line(call), source.end_line(call) + 1)
@@ -60,7 +61,7 @@ def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext) -> Uni
     reasons: list[str] = []
     cache: dict[str, SourceFile] = {}
     for stack in stacks:
-        found = _entry_of(source, stack, ctx.root, cache)
+        found = _entry_of(source, stack, ctx.root, cache, traced)
         if isinstance(found, str):
             # Every stack must pass: the runtime knows the entry, not the path through it, and a
             # stack that fails may run under an entry another stack names (the same forward calling
@@ -71,7 +72,8 @@ def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext) -> Uni
     return reasons[0] if reasons else tuple(sorted(entries))
 
 
-def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: dict) -> Union[str, tuple[str]]:
+def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: dict,
+              traced: bool = True) -> Union[str, tuple[str]]:
     """(the entry expression,) for one stack through the call, or why it cannot be named."""
     frames = [f for f in stack if f.inside_repo or not _plumbing(f)]
     if not frames or frames[-1].file != source.path:
@@ -91,7 +93,7 @@ def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: di
             return f"no call at {frame.file}:{frame.line} in {frame.function}() to follow"
         func = B.enclosing_function(other, site)
         shown = f"{frame.file}:{frame.line}"
-        reason = failure_after(other, site)
+        reason = failure_after(other, site, traced)
         if reason:
             return f"under the entry calling it at {shown}: {reason}"
         output = _output_in(other, func)
@@ -234,6 +236,69 @@ def _trace_fault(node: cst.CSTNode) -> Optional[str]:
     return code(node)
 
 
+# What the runtime makes from a failed trace: a call of these kinds (``print``, ``warnings.warn``,
+# a ``logging.<level>`` function) made in the graph by ``graphmend::deferred``, its arguments no
+# tensor: constants, warning categories, sizes (``x.shape``: the sizes of the call being traced).
+_SHOWN_KINDS = ("call", "warn", "root-log")
+_SHOWN_LEVELS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "fatal"))
+_SHOWN_NAMES = frozenset(("None", "True", "False", "UserWarning", "DeprecationWarning", "FutureWarning",
+                          "PendingDeprecationWarning", "RuntimeWarning", "SyntaxWarning", "ImportWarning",
+                          "UnicodeWarning", "BytesWarning", "ResourceWarning", "Warning"))
+_SIZE_ATTRIBUTES = frozenset(("shape", "ndim"))
+_SIZE_CALLS = frozenset(("size", "dim", "numel"))
+
+
+def made_in_graph(call: cst.Call, kind: str) -> bool:
+    """Whether the runtime makes a deferred ``call`` of ``kind`` in the graph, by the op
+    ``graphmend::deferred`` (when its arguments are values the op carries): ``print``,
+    ``warnings.warn``, a ``logging.<level>`` function. A Logger's method (``logger.warning``,
+    ``logger.warning_once``) is a record the boundary replays: the op cannot name the logger."""
+    from graphmend.transforms._analysis import dotted
+
+    if kind not in _SHOWN_KINDS or any(a.star for a in call.args):
+        return False
+    leaf = dotted(call.func).split(".")[-1]
+    if kind == "call":
+        return isinstance(call.func, cst.Name) and leaf == "print"
+    return kind != "root-log" or leaf in _SHOWN_LEVELS
+
+
+def shown_from_trace(call: cst.Call, kind: str) -> bool:
+    """Whether the runtime makes ``call`` (a deferred call of ``kind``) when the trace of its graph
+    fails after it (``_graphmend_traced``): made in the graph by the op, every argument provably
+    no tensor. A tensor's value is not known while tracing, a record is made in no op: those are
+    lost with the trace."""
+    return made_in_graph(call, kind) and all(_tensor_free(a.value) for a in call.args)
+
+
+def _tensor_free(node: cst.CSTNode) -> bool:
+    """Whether ``node``'s value holds no tensor, whatever the program's values are."""
+    from graphmend.transforms._analysis import dotted
+
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(node, cst.ConcatenatedString):
+        return _tensor_free(node.left) and _tensor_free(node.right)
+    if isinstance(node, cst.FormattedString):
+        return not any(isinstance(p, cst.FormattedStringExpression) for p in node.parts)
+    if isinstance(node, cst.Name):
+        return node.value in _SHOWN_NAMES
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(not isinstance(e, cst.StarredElement) and _tensor_free(e.value) for e in node.elements)
+    if isinstance(node, cst.Attribute):
+        # a tensor's sizes (torch.Size, a Python int): ``x.shape``, ``self.weight.shape``
+        return node.attr.value in _SIZE_ATTRIBUTES and bool(dotted(node.value))
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in _SIZE_CALLS and bool(dotted(node.func.value)) and all(
+            a.keyword is None and not a.star and isinstance(a.value, cst.Integer) for a in node.args)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and len(node.args) == 1 and not node.args[0].star:
+        # len() of anything is an int; a tuple or list of a size is one of ints
+        return node.func.value == "len" or (node.func.value in ("tuple", "list") and _tensor_free(node.args[0].value))
+    return False
+
+
 def _located(node: cst.CSTNode, where: str) -> Optional[tuple[str, str]]:
     fault = _trace_fault(node)
     return (fault, where) if fault else None
@@ -265,9 +330,11 @@ def _traced_reason(fault: str, where: str) -> str:
             "the graph runs, where a record is lost)")
 
 
-def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
+def failure_after(source: SourceFile, call: cst.Call, traced: bool = True) -> Optional[str]:
     """Why something that runs after ``call`` in its function (or again in a loop around it), or in
     what that runs, may fail on the values it is given inside the same compiled graph, or None.
+    Failures while Dynamo traces count when ``traced`` (the call is not one the runtime makes
+    from a failed trace: :func:`shown_from_trace`).
 
     What the same-file case checks (:func:`R.region_may_raise`: a check that may be lowered in a
     class in the graph with this one, an index held in a tensor after the call) and, following
@@ -284,51 +351,81 @@ def failure_after(source: SourceFile, call: cst.Call) -> Optional[str]:
     func = B.enclosing_function(source, call)
     if func is None:
         return None
+    program = _Program(source)
+    return _failure_in(program, _after(source, call, func), func, {id(func)}, traced=traced)
+
+
+def trace_faults(source: SourceFile, call: cst.Call) -> tuple[Optional[str], dict[str, str]]:
+    """What may fail while Dynamo traces code that may run after ``call`` in the same compiled
+    graph, in this file (:func:`_trace_fault`; code not read may fail too): why it may after the
+    call in its function (and what that calls here), or None; and, for each module class whose
+    compiled entry may run it, why its methods may (a caller may run more after the call
+    returned: the call is deferred under the other entries only)."""
+    from graphmend.transforms._reach import _Program
+
+    func = B.enclosing_function(source, call)
+    if func is None:
+        return None, {}
+    program = _Program(source)
+    own = _failure_in(program, _after(source, call, func), func, {id(func)}, values=False)
+    faults: dict[str, str] = {}
+    for name in sorted(R._entries_of(source, call)):
+        for method in R._related_methods(source, {name}, func):
+            fault = _failure_in(program, _runs(method.body), method, {id(func), id(method)}, values=False)
+            if fault:
+                faults[name] = f"in {name}.{method.name.value}, which may run after this call: {fault}"
+                break
+    return own, faults
+
+
+def _after(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> list[cst.CSTNode]:
+    """What completes after ``call`` in ``func``: what starts after it, what holds it
+    (``self.helper(x) + mask`` adds once the call returned), and what a loop around it runs again."""
     start = source.positions[call].end
     inside = {id(n) for n in iter_nodes(call, _AFTER)}
-    # what completes after the call: what starts after it, what holds it (``self.helper(x) + mask``
-    # adds once the call returned), and what a loop around it runs again
-    after = [n for n in _runs(func.body) if id(n) not in inside and (
+    return [n for n in _runs(func.body) if id(n) not in inside and (
         (source.positions[n].start.line, source.positions[n].start.column) >= (start.line, start.column)
         or any(m is call for m in iter_nodes(n, (cst.Call,))) or R._same_loop(source, n, call, func))]
-    program = _Program(source)
-    return _failure_in(program, after, func, {id(func)})
 
 
-def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int]) -> Optional[str]:
+def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int], traced: bool = True,
+                values: bool = True) -> Optional[str]:
+    """The first reason in ``nodes`` (and what they call of this file): a failure on values, a lookup
+    or code not read when ``values``; a failure while tracing when ``traced`` (code not read counts
+    as one when not ``values``)."""
     from graphmend.transforms._effects import code
 
     source = program.source
     owner = program.owner.get(id(func))
     tensors = R._tensor_names(func)
-    traced: Optional[tuple[str, str]] = None
+    found: Optional[tuple[str, str]] = None
     for node in nodes:
         where = f"at {source.path}:{source.line(node)}"
-        fault = R._value_fault(node, tensors) if isinstance(node, (cst.Call, cst.Subscript)) else None
+        fault = R._value_fault(node, tensors) if values and isinstance(node, (cst.Call, cst.Subscript)) else None
         if fault:
             return (f"`{fault}` {where} may fail on the values it is given (an index out of range) after the call in "
                     "the same compiled graph, and the records of a graph that fails are lost")
         if not isinstance(node, cst.Call):
-            traced = traced or _located(node, where)
+            found = found or _located(node, where)
             continue
-        if _lookup(program, node, owner):
+        if values and _lookup(program, node, owner):
             return (f"`{code(node)}` {where} looks ids up in an embedding table after the call in the same compiled "
                     "graph (an id out of range fails), and the records of a graph that fails are lost")
         targets, why = _resolve(program, node, owner)
-        if why:
+        if why and values:
             return (f"{why} {where}, after the call in the same compiled graph: its code was not shown free of "
                     "failures (the records of a graph that fails are lost)")
         if not targets:
-            traced = traced or _located(node, where)
+            found = found or _located(node, where)
         for target in targets:
             if id(target) in seen:
                 continue
             seen.add(id(target))
-            inner = _failure_in(program, _runs(target.body), target, seen)
+            inner = _failure_in(program, _runs(target.body), target, seen, traced, values)
             if inner:
                 return inner
     # a failure on values is named first (the reason the same-file rules give); then one in tracing
-    return _traced_reason(*traced) if traced else None
+    return _traced_reason(*found) if found and traced else None
 
 
 def _resolve(program, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:

@@ -99,14 +99,7 @@ def entry_faults(source: SourceFile, call: cst.CSTNode) -> tuple[dict[str, str],
     records of a graph that raises are lost. The runtime records only under the safe entries
     (``entries=``); under the others the call runs as written."""
     func = enclosing_function(source, call)
-    own = _enclosing_class(source, call)
-    if own is not None:
-        related = _users_of(source, own.name.value)
-    elif func is not None:
-        related = set(_boundary_callers(source, _outermost_function(source, call).name.value))  # type: ignore[union-attr]
-        related = _users_of_all(source, related)
-    else:
-        related = set()
+    related = _entries_of(source, call)
     faults: dict[str, str] = {}
     for name in sorted(related):
         for method in _related_methods(source, {name}, func):
@@ -119,6 +112,18 @@ def entry_faults(source: SourceFile, call: cst.CSTNode) -> tuple[dict[str, str],
     forwards = set(module_classes_with_forward(source))
     safe = tuple(sorted(n for n in related if n in forwards and n not in faults))
     return faults, safe
+
+
+def _entries_of(source: SourceFile, call: cst.CSTNode) -> set[str]:
+    """The module classes of this file whose compiled call may run ``call``: its class and the
+    classes that use it, or those that call its module-level function."""
+    func = enclosing_function(source, call)
+    own = _enclosing_class(source, call)
+    if own is not None:
+        return _users_of(source, own.name.value)
+    if func is not None:
+        return _users_of_all(source, set(_boundary_callers(source, _outermost_function(source, call).name.value)))  # type: ignore[union-attr]
+    return set()
 
 
 def _users_of_all(source: SourceFile, names: set[str]) -> set[str]:
@@ -164,9 +169,9 @@ def _value_fault(node: cst.CSTNode, tensors: set[str]) -> Optional[str]:
     What may fail inside a graph is an index held in a tensor: one computed by a call, or a
     parameter of the function that may be a tensor (``tensors``). An index that is a Python int
     (a loop counter, a constant) is checked by Dynamo while it traces: a failure there builds no
-    graph, so the output made in it before is lost too, while the original's graph break made it
-    first; the cross-file rule checks those (``_deferral_entries._trace_fault``), this one not yet
-    (``tests/transforms/test_deferral_trace_faults.py``)."""
+    graph, so the output made in it before is lost too (unless the runtime makes it from the failed
+    trace), while the original's graph break made it first: the rules check those with
+    ``_deferral_entries._trace_fault``."""
     from graphmend.transforms._effects import code
 
     if isinstance(node, cst.Call):

@@ -6,7 +6,11 @@
 # a Logger's method, arguments the op cannot carry, and every call after those in the region are
 # recorded inside the graph (arguments copied at the call) and replayed in order, with their
 # original source location, by the boundary installed on the rewritten module's forward methods
-# once the compiled call has returned. A raise under a tensor condition becomes an in-graph
+# once the compiled call has returned. A trace that fails (a shape that does not fit, found by
+# Dynamo before any op runs) builds no graph: the boundary makes the calls the op saw while that
+# trace ran, when their arguments held no tensor, before the error propagates, as the original
+# (whose call broke the graph) made them before the trace of the rest began.
+# A raise under a tensor condition becomes an in-graph
 # torch._assert_async on CPU; the boundary turns its RuntimeError back into the original
 # exception type and message.
 # A rewritten module ends with `_graphmend_install(globals())`, which gives it the names its call
@@ -165,7 +169,7 @@ def _graphmend_ingraph_op():
 
         @deferred.register_fake
         def _(site, tags, strs, ints, floats, tensors):
-            return None
+            _graphmend_traced(site, tags, strs, ints, floats, tensors)
 
         op = _graphmend_torch.ops.graphmend.deferred.default
         _register_effectful_op(op, _EffectType.ORDERED)  # kept in the graph, in program order
@@ -288,6 +292,83 @@ def _graphmend_perform(site, tags, strs, ints, floats, tensors):
     _graphmend_replay(callee, kind, int(line), function, where, args, kwargs)
 
 
+def _graphmend_traced(site, tags, strs, ints, floats, tensors):
+    # The op's fake kernel, run while Dynamo traces the call (and again by AOTAutograd and
+    # Inductor on the finished graph: those runs are not the program's). A trace that fails
+    # (a shape that does not fit, an int index out of range) builds no graph, so the op never
+    # runs; the boundary shows what this attempt of the compile recorded before the error
+    # (:func:`_graphmend_show_traced`), as the original, whose call broke the graph, made it
+    # before the trace of the rest began. A call given a tensor (its value is not known while
+    # tracing) or a size without a hint cannot be shown: it ends what may be shown.
+    try:
+        from torch._dynamo.utils import get_fake_value
+        from torch._guards import CompileContext
+    except ImportError:
+        return
+    context = CompileContext.try_get()
+    frame, tracing = _graphmend_sys._getframe(1), False
+    for _ in range(64):  # Dynamo's get_fake_value is a few frames up; the backends' are not
+        if frame is None:
+            break
+        if frame.f_code is get_fake_value.__code__:
+            tracing = True
+            break
+        frame = frame.f_back
+    if context is None or context.compile_id is None or not tracing:
+        return
+    region = _graphmend_runtime.region
+    traced = getattr(region, "traced", None)
+    if traced is None:
+        traced = region.traced = []
+    compile_id, attempt = str(context.compile_id), context.attempt
+    # Dynamo restarts the analysis of a frame (after a graph break) from its start: the calls of
+    # an earlier attempt are traced again.
+    traced[:] = [t for t in traced if t[0] != compile_id or t[1] == attempt]
+    known = []
+    for value in (*ints, *floats):
+        if isinstance(value, (_graphmend_torch.SymInt, _graphmend_torch.SymFloat)):
+            # A size of the inputs being traced: its hint is its value in this call (an unbacked
+            # one, read from a tensor, has none).
+            value = getattr(value.node, "hint", None)
+        known.append(value)
+    shown = not tensors and None not in known
+    payload = (list(site), list(tags), list(strs), known[:len(ints)], known[len(ints):]) if shown else None
+    traced.append((compile_id, attempt, payload))
+
+
+def _graphmend_traced_failure(error):
+    # The compile id of a failure found while Dynamo traced a frame and raised to the program
+    # (a fake-tensor error, an int index out of range), or None: an error the graph or eager
+    # code raised (whose calls were made), or Dynamo's own refusal to compile (fullgraph's
+    # graph break, a backend failure), which the original did not show output before either.
+    compile_id = getattr(error, "compile_id", None)
+    if compile_id is None:
+        return None
+    try:
+        from torch._dynamo.exc import TorchDynamoException, TorchRuntimeError
+    except ImportError:
+        return None
+    if isinstance(error, TorchDynamoException) and not isinstance(error, TorchRuntimeError):
+        return None
+    return str(compile_id)
+
+
+def _graphmend_show_traced(error):
+    """Make the calls the failed trace of ``error`` recorded, oldest first, up to the first that
+    cannot be shown; forget the rest (eager code only)."""
+    region = _graphmend_runtime.region
+    traced = getattr(region, "traced", None)
+    if not traced:
+        return
+    failed = _graphmend_traced_failure(error)
+    shown = [t for t in traced if t[0] == failed]
+    traced[:] = [t for t in traced if t[0] != failed]
+    for _, _, payload in shown:
+        if payload is None:
+            break
+        _graphmend_perform(*payload, [])
+
+
 def _graphmend_target(callee, kind):
     # Traced by Dynamo: (target, method) naming ``callee`` by constants, or None (a Logger's
     # method: Dynamo cannot tell which logger it is bound to; a callee other than print).
@@ -312,8 +393,10 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
     and constants of the trace (see :func:`_graphmend_encode`). Anything else is recorded for
     the boundary, as is every call after such a record in the region (the order is kept); a
     region that fails after a record loses it, as before, and the rules decline those sites.
-    Failures at trace time (Dynamo specialising a value and failing on it) come before any op
-    runs: the entries restriction of :func:`_graphmend_defer` still applies."""
+    Failures at trace time (a shape that does not fit, an int index out of range) come before any
+    op runs: the op's fake kernel saw the call while Dynamo traced it (:func:`_graphmend_traced`),
+    and the boundary makes it before the error propagates when its arguments held no tensor (a
+    call given a tensor, or a record, ends what it can make: the rules decline those sites)."""
 
     def ingraph(*args, **kwargs):
         target = _graphmend_target(callee, kind)
@@ -587,6 +670,8 @@ def _graphmend_boundary(function, name=None, method=False):
                 _graphmend_flush()  # made earlier in the enclosing boundary's call: they come first
             else:
                 _graphmend_stale()
+        if not depth:
+            region.traced = []  # a trace made outside any boundary's call is none of this call's
         region.depth = depth + 1
         region.bounded = _graphmend_starts_compiled(function)
         # The entry by the class the call really runs (a subclass from another file that
@@ -604,15 +689,23 @@ def _graphmend_boundary(function, name=None, method=False):
             # before the exception propagates, as the original printed before raising.
             if region.head is not region.root:
                 _graphmend_flush()
+            failed = error
             restored = _graphmend_restore(error) if isinstance(error, RuntimeError) else None
-            if restored is None:
-                raise
         else:
             region.depth, region.bounded, region.entry, region.hooked = depth, bounded, entry, hooked
             if region.head is not region.root:
                 _graphmend_flush()
+            if not depth:
+                region.traced = []  # traces that built their graph: the graph made the calls
             return result
-        raise restored  # outside the handler: no chained RuntimeError, as in eager mode
+        # Outside the handler: what a warning filter "error" raises while the calls of a failed
+        # trace are made, and a restored exception, are not chained to the compile's error.
+        try:
+            _graphmend_show_traced(failed)
+        finally:
+            if not depth:
+                region.traced = []
+        raise restored if restored is not None else failed
 
     boundary.__graphmend_boundary__ = True
     try:
