@@ -49,31 +49,93 @@ def _shares_module_work(item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Groups for pytest-xdist (``--dist loadgroup`` in pyproject.toml), and the heavy work first.
+    """Groups for pytest-xdist (``--dist loadgroup`` in pyproject.toml), and the longest work first.
 
     - One docker daemon and one imported base image per test session: every test that needs
       them runs on the same worker.
     - A module whose tests share a module-scoped fixture runs on one worker, so the fixture
       runs once, not once per worker.
     - Work units (a group, or a test on its own) are sent to the workers in collection order
-      (``--no-loadscope-reorder``): the docker group and the units holding a test marked
-      ``slow`` first, then the other groups, larger ones first, then the tests on their own,
-      so that long work does not start last and leave one worker idle while the other ends it.
+      (``--no-loadscope-reorder``), longest first by the seconds ``tests/durations.json``
+      records for their tests (``--store-durations`` refreshes it), so that long work does not
+      start last and leave one worker idle while the other ends it. A test the record lacks
+      counts as a minute when it is marked ``slow`` or needs docker, else as a typical short
+      test; ties go to groups, larger ones first.
     """
     for item in items:
         if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("docker"))
         elif not _group(item) and _shares_module_work(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    items[:] = work_order(items, _recorded_durations())
+    _write_units(config, items)
+
+
+def work_order(items: list, recorded: dict[str, float]) -> list:
+    """``items`` unit by unit, the units longest first (``recorded``: seconds by node id)."""
     units: dict[str, list] = {}
     for item in items:
         units.setdefault(_unit(item), []).append(item)
-    heavy = {key for key, members in units.items()
-             if key.startswith("docker") or any(m.get_closest_marker("slow") for m in members)}
+    seconds = {key: sum(_expected_seconds(item, recorded) for item in members) for key, members in units.items()}
     grouped = {key for key, members in units.items() if _group(members[0])}
-    order = sorted(units, key=lambda key: (key not in heavy, key not in grouped, -len(units[key])))
-    items[:] = [item for key in order for item in units[key]]
-    _write_units(config, items)
+    order = sorted(units, key=lambda key: (-seconds[key], key not in grouped, -len(units[key])))
+    return [item for key in order for item in units[key]]
+
+
+# tests/durations.json: each test's seconds (setup, call and teardown) in one run of the suite on one
+# worker, for the tests that took at least RECORD_MIN_S. Only the order of the work depends on it.
+DURATIONS = Path(__file__).with_name("durations.json")
+RECORD_MIN_S = 1.0
+UNRECORDED_S = 0.3  # a test the record lacks: most tests take well under RECORD_MIN_S
+UNRECORDED_HEAVY_S = 60.0  # ... unless it is marked slow or needs docker
+
+
+def _recorded_durations() -> dict[str, float]:
+    try:
+        return json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _expected_seconds(item, recorded: dict[str, float]) -> float:
+    if item.nodeid in recorded:
+        return recorded[item.nodeid]
+    if item.get_closest_marker("slow") or _group(item) == "docker":
+        return UNRECORDED_HEAVY_S
+    return UNRECORDED_S
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help="write the seconds each test took to tests/durations.json (merged into what it holds), "
+                          "which orders the work sent to pytest-xdist's workers; tests at least "
+                          f"{RECORD_MIN_S:g} s long are kept")
+
+
+def pytest_runtest_logreport(report):
+    """Each test's seconds, in the process that reports (the controller under pytest-xdist)."""
+    if _MEASURED is not None:
+        _MEASURED[report.nodeid] = _MEASURED.get(report.nodeid, 0.0) + report.duration
+
+
+_MEASURED: dict[str, float] | None = None
+
+
+def pytest_sessionstart(session):
+    global _MEASURED
+    if session.config.getoption("store_durations") and not hasattr(session.config, "workerinput"):
+        _MEASURED = {}
+
+
+def pytest_sessionfinish(session):
+    if _MEASURED is None:
+        return
+    record = _recorded_durations()
+    for nodeid, seconds in _MEASURED.items():
+        record.pop(nodeid, None)
+        if seconds >= RECORD_MIN_S:
+            record[nodeid] = round(seconds, 1)
+    DURATIONS.write_text(json.dumps(dict(sorted(record.items())), indent=0) + "\n")
 
 
 def _unit(item) -> str:

@@ -12,8 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from graphmend.cli import main
 from tests.bot.conftest import (FOLLOW_UP_MODEL, commit_all, git, FP_BRANCH, FP_GUARD, FP_NONZERO, REPO_NAME, RO_TOKEN, TOKEN, finding,
                                 pr_review, write_review)
@@ -315,24 +313,34 @@ def test_workflow_run_event_finds_the_pr_by_head_sha(monkeypatch, capsys, github
     assert code == 1 and result["review_id"] == github.reviews_of(1)[0].id
 
 
-def base_with_config(pr_repo, github, config: str, **files: str) -> tuple[int, str]:
-    """A pull request of the same head onto a base commit that holds ``config`` as graphmend.yml
-    (and ``files``, by path)."""
+def base_with_config(pr_repo, github, config: str, *, head: str | None = None, **files: str) -> tuple[int, str]:
+    """A pull request of the same head (or ``head``) onto a base commit that holds ``config`` as
+    graphmend.yml (and ``files``, by path)."""
     git(pr_repo.root, "checkout", "-q", pr_repo.base)
     for rel, text in {"graphmend.yml": config, **files}.items():
         (pr_repo.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (pr_repo.root / rel).write_text(text)
     base = commit_all(pr_repo.root, "configure graphmend")
     git(pr_repo.root, "checkout", "-q", "feature")
-    return github.open_pull(REPO_NAME, base, pr_repo.head).number, base
+    return github.open_pull(REPO_NAME, base, head or pr_repo.head).number, base
 
 
-@pytest.mark.slow
+def head_of_its_own(pr_repo) -> str:
+    """A head commit on a branch of its own, after the pull request's head."""
+    git(pr_repo.root, "checkout", "-q", "-b", "another-head", pr_repo.head)
+    head = pr_repo.commit({"README.md": "another head\n"})
+    git(pr_repo.root, "checkout", "-q", "feature")
+    return head
+
+
 def test_sticky_comment_never_and_always(monkeypatch, capsys, github, pr_repo, tmp_path):
     # The comment policy is the base branch's: review.json may ask for less, never for more.
-    number, base = base_with_config(pr_repo, github, "review:\n  comment: never\n")
-    never = write_review(tmp_path, pr_review(base, pr_repo.head, comment="always"), "n.json")
-    post(monkeypatch, capsys, github, tmp_path, never, pr_repo.head, event=event_file(tmp_path, number, pr_repo.head))
+    # The two pull requests have heads of their own: a post waits up to 32 s for the review of a
+    # head another post holds the lock of (bot/post.py, LOCK_WAITS_S), which is not what this checks.
+    head = head_of_its_own(pr_repo)
+    number, base = base_with_config(pr_repo, github, "review:\n  comment: never\n", head=head)
+    never = write_review(tmp_path, pr_review(base, head, comment="always"), "n.json")
+    post(monkeypatch, capsys, github, tmp_path, never, head, event=event_file(tmp_path, number, head))
     assert github.issue_comments_of(number) == []
     number, base = base_with_config(pr_repo, github, "review:\n  comment: always\n")
     always = write_review(tmp_path, pr_review(base, pr_repo.head, comment="always"), "a.json")
