@@ -381,11 +381,12 @@ class Poster:
 
     def _hold_head_lock(self, head_sha: str, result: PostResult) -> bool:
         """Whether this run is the one to post the head's review. Two posts can run at once (a
-        re-run racing the first run): the one that creates ``refs/graphmend/post/<head>`` posts,
-        the others wait for its review. Without the right to create refs (``contents: write``)
-        there is no lock, and the workflow's concurrency group is the only guard."""
+        re-run racing the first run): the one that creates ``refs/graphmend/post/<number>/<head>``
+        posts, the others wait for its review. The lock is the pull request's: one head opened
+        against two bases gets a review in each. Without the right to create refs (``contents:
+        write``) there is no lock, and the workflow's concurrency group is the only guard."""
         try:
-            if self.client.claim(f"refs/graphmend/post/{head_sha}", head_sha):
+            if self.client.claim(f"refs/graphmend/post/{self.target.number}/{head_sha}", head_sha):
                 return True
         except PermissionDenied as exc:
             result.notes.append(f"no lock for this head's review (the token cannot create refs: {exc})")

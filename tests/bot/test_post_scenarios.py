@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 from pathlib import Path
 
 from graphmend.cli import main
@@ -348,6 +349,46 @@ def test_sticky_comment_never_and_always(monkeypatch, capsys, github, pr_repo, t
     post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head, event=event)
     post(monkeypatch, capsys, github, tmp_path, always, pr_repo.head, event=event)
     assert len(github.issue_comments_of(number)) == 1 and len(github.requests("PATCH", r"/issues/comments/")) == 1
+
+
+def test_one_head_in_two_pull_requests_gets_a_review_in_each_at_once(monkeypatch, capsys, github, pr_repo, tmp_path):
+    # One branch opened against two bases: the post lock is the pull request's, so the second post
+    # neither waits for a review of the first pull request's nor is told another post holds its lock.
+    reviews = []
+    for config in ("review:\n  comment: never\n", "review:\n  comment: never\n# the second base\n"):
+        number, base = base_with_config(pr_repo, github, config)
+        review = write_review(tmp_path, pr_review(base, pr_repo.head), f"r{number}.json")
+        code, result, _ = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head,
+                               event=event_file(tmp_path, number, pr_repo.head))
+        assert not [n for n in result["notes"] if "lock" in n], result["notes"]
+        reviews.append((number, result["review_id"]))
+    for number, review_id in reviews:
+        assert [r.id for r in github.reviews_of(number)] == [review_id]
+
+
+def take_lock(server, ref: str, sha: str) -> None:
+    """Create the ref ``ref`` at ``sha`` through the API, as a racing post's lock."""
+    request = urllib.request.Request(f"{server.url}/repos/{REPO_NAME}/git/refs", method="POST",
+                                     data=json.dumps({"ref": ref, "sha": sha}).encode(),
+                                     headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as answer:
+        assert answer.status == 201
+
+
+def test_a_post_racing_another_of_its_pull_request_waits_for_its_review(monkeypatch, capsys, github, pr_repo, tmp_path):
+    # A re-run racing the first run of a pull request: the first holds the lock on the head and has
+    # not made its review yet. That lock is not the lock of another pull request of the same head.
+    monkeypatch.setattr("bot.post.LOCK_WAITS_S", (0.1, 0.1))
+    number, base = base_with_config(pr_repo, github, "review:\n  comment: never\n")
+    take_lock(github, f"refs/graphmend/post/{number}/{pr_repo.head}", pr_repo.head)
+    review = write_review(tmp_path, pr_review(pr_repo.base, pr_repo.head))
+    alone = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head)[1]
+    assert not [n for n in alone["notes"] if "lock" in n], alone["notes"]
+    review = write_review(tmp_path, pr_review(base, pr_repo.head), "raced.json")
+    raced = post(monkeypatch, capsys, github, tmp_path, review, pr_repo.head,
+                 event=event_file(tmp_path, number, pr_repo.head))[1]
+    assert any("another post holds the lock" in n for n in raced["notes"]), raced["notes"]
+    assert [r.id for r in github.reviews_of(number)] == [raced["review_id"]]
 
 
 def test_a_pasted_marker_on_someone_elses_comments_changes_nothing(monkeypatch, capsys, github, pr_repo, tmp_path):
