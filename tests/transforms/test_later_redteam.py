@@ -62,6 +62,13 @@ def _cases(held: dict, found: dict, forms=("statement", "expression"), holding=(
         for name, use in found.items() for form in forms]
 
 
+def _tried(tmp_path, body: str, entry: str, reason: str | None, inputs) -> None:
+    """Declined with ``reason`` among the reasons, where one is given; in any case :func:`_kept`."""
+    if reason is not None:
+        assert reason in _declined(body)
+    _kept(tmp_path, body, entry, inputs)
+
+
 def _signs(*shape, grad: bool = True):
     """Makers of one argument of ones and one of minus ones: each outcome of ``x.sum() > 0``."""
     wrap = _grad if grad else (lambda t: t)
@@ -195,9 +202,7 @@ def test_an_update_of_a_saved_tensor_through_another_road_is_declined(tmp_path, 
     """Once the arm not taken saved `h`, the update makes backward raise."""
     before, after = use
     body = SAVED.format(before=before, site=SAVED_SITES[form], use=after)
-    if found:
-        assert "autograd saves what they read" in _declined(body)
-    _kept(tmp_path, body, "block", _signs(2, 3))
+    _tried(tmp_path, body, "block", "autograd saves what they read" if found else None, _signs(2, 3))
 
 
 # --- printing: debug output of an activation during training -------------------------------------
@@ -254,9 +259,7 @@ PRINTED_DECLINED = {("str_format", "statement"), ("join", "statement"), ("pprint
 def test_the_text_of_a_selected_value_through_another_road_is_declined(tmp_path, form, use, found):
     """The text would name `WhereBackward0` where the branch's own grad_fn was."""
     body = PRINTED.format(site=PRINTED_SITES[form], use=use)
-    if found:
-        assert "WhereBackward0" in _declined(body)
-    _kept(tmp_path, body, "show", _signs(2))
+    _tried(tmp_path, body, "show", "WhereBackward0" if found else None, _signs(2))
 
 
 # --- identity: a step that scales its input only when asked, then updates it in place ------------
@@ -298,9 +301,7 @@ def test_the_callers_tensor_reached_through_another_road_is_declined(tmp_path, f
     """The select is a new tensor: the update, or the identity test, would miss the caller's."""
     before, after = use
     body = IDENTITY.format(before=before, site=IDENTITY_SITES[form], use=after)
-    if found:
-        assert "new tensor" in _declined(body)
-    _kept(tmp_path, body, "step", _signs(2, 3, grad=False))
+    _tried(tmp_path, body, "step", "new tensor" if found else None, _signs(2, 3, grad=False))
 
 
 # --- the same road from other site shapes: an elif chain, nested ifs, a loop ----------------------
@@ -381,9 +382,7 @@ def merge(scores, cached, fresh):
 
 @pytest.mark.parametrize("case", sorted(CLOSURES))
 def test_a_closure_defined_before_the_site_and_called_after_it(tmp_path, case):
-    body, entry, reason, inputs = CLOSURES[case]
-    assert reason in _declined(body)
-    _kept(tmp_path, body, entry, inputs)
+    _tried(tmp_path, *CLOSURES[case])
 
 
 # --- GM402 inside a statement: the select lands in a container, an unpacking, a store, a walrus ---
@@ -412,9 +411,7 @@ ESCAPED_LAYOUT = {
                          + [pytest.param(u, False, id=n) for n, u in ESCAPED_TEXT_HELD.items()])
 def test_the_text_of_a_select_made_inside_a_statement(tmp_path, use, found):
     body = f"\ndef show(x):\n{use}\n"
-    if found:
-        assert "WhereBackward0" in _declined(body)
-    _kept(tmp_path, body, "show", _signs(2))
+    _tried(tmp_path, body, "show", "WhereBackward0" if found else None, _signs(2))
 
 
 @pytest.mark.parametrize("use", [pytest.param(u, id=n) for n, u in ESCAPED_LAYOUT.items()])
@@ -452,9 +449,7 @@ def merge(scores, cached, fresh):
 
 @pytest.mark.parametrize("case", sorted(APPENDED))
 def test_a_select_appended_by_the_call_form(tmp_path, case):
-    body, entry, reason, inputs = APPENDED[case]
-    assert reason in _declined(body)
-    _kept(tmp_path, body, entry, inputs)
+    _tried(tmp_path, *APPENDED[case])
 
 
 def test_a_name_the_statement_binds_again_stays_rewritten(tmp_path):
