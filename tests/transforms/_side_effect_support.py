@@ -48,6 +48,34 @@ class GraphCounter:
         return gm.forward
 
 
+def compiled_output(module, calls, logger: str) -> str:
+    """What ``module.M()`` compiled (backend ``eager``) prints, and the records of ``logger``, over
+    ``calls``: a call that raises shows its exception's type name where it raised."""
+    import contextlib
+    import io
+    import logging
+
+    import torch
+
+    reset_dynamo()
+    torch.manual_seed(0)
+    model = torch.compile(module.M(), backend="eager")
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger(logger).addHandler(handler)
+    try:
+        with contextlib.redirect_stdout(out):
+            for args in calls:
+                try:
+                    model(*args)
+                except Exception as error:  # noqa: BLE001 - compared
+                    print(type(error).__name__)
+    finally:
+        logging.getLogger(logger).removeHandler(handler)
+    return out.getvalue()
+
+
 def graph_breaks() -> int:
     from torch._dynamo.utils import counters
 

@@ -121,6 +121,21 @@ class Events(logging.Handler):
     def warn(self, message, category, filename, lineno, file=None, line=None):
         self.seen.append(("warn", str(message), category.__name__, Path(filename).name, lineno))
 
+    def calls(self, call, inputs, action: str) -> list[tuple]:
+        """Each call's value, or its exception's type and first line; what the calls print and warn
+        (under the warnings filter ``action``) goes to this list."""
+        outcomes = []
+        with warnings.catch_warnings(), contextlib.redirect_stdout(self):
+            warnings.resetwarnings()
+            warnings.simplefilter(action)
+            warnings.showwarning = self.warn
+            for args in inputs:
+                try:
+                    outcomes.append(("value", call(*args).tolist()))
+                except Exception as exc:  # noqa: BLE001 - compared between the programs
+                    outcomes.append(("raised", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+        return outcomes
+
 
 def run(fn, *args, logger="gmx"):
     events = Events()

@@ -17,8 +17,6 @@ pass and calls that fail, under the warnings filters "always", "error" and "once
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import logging
 import warnings
@@ -32,7 +30,7 @@ from graphmend.model import Frame, Safety  # noqa: E402
 from graphmend.transforms._deferral_entries import TRACE_SAFE_CALLS, TRACE_SAFE_FUNCTIONS  # noqa: E402
 from graphmend.transforms.base import RuleContext  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
-from tests.transforms._side_effect_support import load_module, reset_dynamo  # noqa: E402
+from tests.transforms._side_effect_support import compiled_output, load_module, reset_dynamo  # noqa: E402
 from tests.transforms.test_deferral_cross_file import Events, _package, fix_package, load  # noqa: E402
 
 DTYPES = (torch.bool, torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.complex64)
@@ -112,17 +110,8 @@ def _observe(call, inputs, action):
     log.addHandler(events)
     log.setLevel(logging.DEBUG)
     log.propagate = False
-    outcomes = []
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(events):
-            warnings.resetwarnings()
-            warnings.simplefilter(action)
-            warnings.showwarning = events.warn
-            for args in inputs:
-                try:
-                    outcomes.append(("value", call(*args).tolist()))
-                except Exception as exc:  # noqa: BLE001 - compared between the programs
-                    outcomes.append(("raised", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+        outcomes = events.calls(call, inputs, action)
     finally:
         log.removeHandler(events)
     return events.seen, outcomes
@@ -239,28 +228,24 @@ SAME_FILE_CALLS = {"linear": ("self.proj(x)", ((torch.ones(1, 4), 0), (torch.one
                    "int-index": ("x[i]", ((torch.ones(4), 1), (torch.ones(4), 5)))}
 
 
+def _shown(module, calls) -> str:
+    return compiled_output(module, calls, "gm_traced")
+
+
+def _same_file_case(tmp_path, program: str, case: str):
+    """``program`` with the case's code after the print, fixed; the original shows both calls' text."""
+    after, calls = SAME_FILE_CALLS[case]
+    text = program.format(after=after)
+    result = fix_text("m.py", text, RuleContext(file="m.py", device="cpu"))
+    want = _shown(load_module(tmp_path, text), calls)
+    assert want.count("projecting") == 2
+    return result, calls, want
+
+
 @pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
 def test_same_file_print_before_an_error_found_while_tracing(tmp_path, case):
-    after, calls = SAME_FILE_CALLS[case]
-    text = SAME_FILE.format(after=after)
-    result = fix_text("m.py", text, RuleContext(file="m.py", device="cpu"))
-
-    def shown(module):
-        reset_dynamo()
-        torch.manual_seed(0)
-        model = torch.compile(module.M(), backend="eager")
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            for args in calls:
-                try:
-                    model(*args)
-                except Exception as error:  # noqa: BLE001 - compared
-                    print(type(error).__name__)
-        return out.getvalue()
-
-    want = shown(load_module(tmp_path, text))
-    assert want.count("projecting") == 2
-    assert not result.applied or shown(load_module(tmp_path, result.text)) == want
+    result, calls, want = _same_file_case(tmp_path, SAME_FILE, case)
+    assert not result.applied or _shown(load_module(tmp_path, result.text), calls) == want
 
 
 # A print of a tensor's value, or a Logger's record, made in the trace that fails cannot be made from
@@ -270,36 +255,12 @@ LOGGED = SAME_FILE.replace("import torch\n", "import logging\n\nimport torch\n\n
     .replace('print("projecting", x.shape)', 'log.warning("projecting %s", 1)')
 
 
-def _shown_with_records(module, calls):
-    reset_dynamo()
-    torch.manual_seed(0)
-    model = torch.compile(module.M(), backend="eager")
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logging.getLogger("gm_traced").addHandler(handler)
-    try:
-        with contextlib.redirect_stdout(out):
-            for args in calls:
-                try:
-                    model(*args)
-                except Exception as error:  # noqa: BLE001 - compared
-                    print(type(error).__name__)
-    finally:
-        logging.getLogger("gm_traced").removeHandler(handler)
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
 def test_same_file_print_of_a_tensor_before_an_error_found_while_tracing_is_left_as_written(tmp_path, case):
-    after, calls = SAME_FILE_CALLS[case]
-    text = TENSOR_PRINT.format(after=after)
-    result = fix_text("m.py", text, RuleContext(file="m.py", device="cpu"))
+    result, calls, want = _same_file_case(tmp_path, TENSOR_PRINT, case)
     assert not result.applied and [s.fix.safety for s in result.skipped] == [Safety.UNSAFE]
     assert "may fail while Dynamo traces it" in result.skipped[0].fix.notes
-    want = _shown_with_records(load_module(tmp_path, text), calls)
-    assert want.count("projecting") == 2
-    assert _shown_with_records(load_module(tmp_path, result.text), calls) == want
+    assert _shown(load_module(tmp_path, result.text), calls) == want
 
 
 @pytest.mark.xfail(strict=True, reason="a Logger's method (a record the boundary replays, not the op) before code "
@@ -307,9 +268,5 @@ def test_same_file_print_of_a_tensor_before_an_error_found_while_tracing_is_left
                    "when that trace fails (the cross-file rule declines it)")
 @pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
 def test_same_file_logger_record_before_an_error_found_while_tracing(tmp_path, case):
-    after, calls = SAME_FILE_CALLS[case]
-    text = LOGGED.format(after=after)
-    result = fix_text("m.py", text, RuleContext(file="m.py", device="cpu"))
-    want = _shown_with_records(load_module(tmp_path, text), calls)
-    assert want.count("projecting") == 2
-    assert not result.applied or _shown_with_records(load_module(tmp_path, result.text), calls) == want
+    result, calls, want = _same_file_case(tmp_path, LOGGED, case)
+    assert not result.applied or _shown(load_module(tmp_path, result.text), calls) == want

@@ -12,16 +12,12 @@ fixed program run compiled (backend ``eager``) on a passing call and a failing o
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
-
 import pytest
 import torch
 
 from graphmend.transforms.base import RuleContext
 from graphmend.transforms.engine import fix_text
-from tests.transforms._side_effect_support import load_module, reset_dynamo
+from tests.transforms._side_effect_support import compiled_output, load_module
 
 EMBEDDING = '''import torch
 
@@ -56,21 +52,8 @@ class M(torch.nn.Module):
 
 
 def _run(module) -> str:
-    reset_dynamo()
-    torch.manual_seed(0)
-    model = torch.compile(module.M(), backend="eager")
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logging.getLogger("gm_faults").addHandler(handler)
-    with contextlib.redirect_stdout(out):
-        model(torch.tensor([1, 2]))
-        try:
-            model(torch.tensor([1, 20]))
-        except IndexError:
-            print("IndexError")
-    logging.getLogger("gm_faults").removeHandler(handler)
-    return out.getvalue()
+    """A passing lookup, then one with an id out of range."""
+    return compiled_output(module, [(torch.tensor([1, 2]),), (torch.tensor([1, 20]),)], "gm_faults")
 
 
 LOGGED = EMBEDDING.replace("import torch\n", "import logging\n\nimport torch\n\nlog = logging.getLogger('gm_faults')\n", 1) \

@@ -24,9 +24,8 @@ import re
 import pytest
 import torch
 
-from tests.transforms._side_effect_support import load_module, reset_dynamo
-from tests.transforms.test_predication_redteam import MODES, _grad
-from tests.transforms.test_predication_soundness import _fix, _observe, _same
+from tests.transforms.test_predication_redteam import _declined_or_same, _grad
+from tests.transforms.test_predication_soundness import _fix, _observe
 
 
 def _seen(fn, args) -> dict:
@@ -43,28 +42,16 @@ def _seen(fn, args) -> dict:
     return seen
 
 
+def _same_text_and_arguments(before: dict, after: dict, what: str) -> None:
+    assert after["printed"] == before["printed"], (what, before["printed"], after["printed"])
+    for x, y in zip(before["arguments"], after["arguments"]):
+        torch.testing.assert_close(y, x, rtol=0, atol=0, msg=lambda m: f"{what}: argument {m}")
+
+
 def _kept(tmp_path, body: str, entry: str, inputs) -> None:
-    """Declined, or the same program for every maker of arguments in ``inputs``, in every mode."""
-    text, result = _fix(body, dynamic=True)
-    if not result.applied:
-        assert result.text == text
-        return
-    before, after = load_module(tmp_path, text), load_module(tmp_path, result.text)
-    for make in inputs:
-        for mode in MODES:
-            seen = []
-            for module in (before, after):
-                torch.manual_seed(0)
-                fn = getattr(module, entry)
-                if mode != "plain":
-                    reset_dynamo()
-                    fn = torch.compile(fn, backend=mode)
-                seen.append(_seen(fn, make()))
-            what = f"{entry}/{mode}/{make.__name__}\n{result.text}"
-            _same(*seen, what)
-            assert seen[1]["printed"] == seen[0]["printed"], (what, seen[0]["printed"], seen[1]["printed"])
-            for x, y in zip(seen[0]["arguments"], seen[1]["arguments"]):
-                torch.testing.assert_close(y, x, rtol=0, atol=0, msg=lambda m: f"{what}: argument {m}")
+    """Declined, or the same program for every maker of arguments in ``inputs``, in every mode,
+    its printed text and the arguments after the call included."""
+    _declined_or_same(tmp_path, body, entry, inputs, observe=_seen, also=_same_text_and_arguments)
 
 
 def _cases(held: dict, found: dict, forms=("statement", "expression"), holding=()):
@@ -73,6 +60,31 @@ def _cases(held: dict, found: dict, forms=("statement", "expression"), holding=(
     return [pytest.param(form, use, False, id=f"{form}-{name}") for name, use in held.items() for form in forms] + [
         pytest.param(form, use, (name, form) not in holding, id=f"{form}-{name}")
         for name, use in found.items() for form in forms]
+
+
+def _tried(tmp_path, body: str, entry: str, reason: str | None, inputs) -> None:
+    """Declined with ``reason`` among the reasons, where one is given; in any case :func:`_kept`."""
+    if reason is not None:
+        assert reason in _declined(body)
+    _kept(tmp_path, body, entry, inputs)
+
+
+def _signs(*shape, grad: bool = True):
+    """Makers of one argument of ones and one of minus ones: each outcome of ``x.sum() > 0``."""
+    wrap = _grad if grad else (lambda t: t)
+    return [lambda: (wrap(torch.ones(shape)),), lambda: (wrap(-torch.ones(shape)),)]
+
+
+def _cached():
+    return torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
+
+
+def _fresh():
+    return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
+
+
+# (scores, cached, fresh): a positive score picks the transposed cache, a negative one the fresh keys
+LAYOUT_INPUTS = [_cached, _fresh]
 
 
 def _declined(body: str) -> str:
@@ -130,13 +142,7 @@ def test_a_layout_read_through_another_road_is_declined(tmp_path, form, use, fou
         reasons = _declined(body)
         assert "depends on the strides of a selected value" in reasons or (
             form == "statement" and "is not known to leave its arguments unchanged" in reasons), reasons
-    def cached():
-        return torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
-
-    def fresh():
-        return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
-
-    _kept(tmp_path, body, "merge", [cached, fresh])
+    _kept(tmp_path, body, "merge", LAYOUT_INPUTS)
 
 
 # `reshape`/`flatten`/`contiguous` share the select's memory on one path and copy it on the other:
@@ -154,14 +160,7 @@ def test_an_update_through_a_reshape_of_the_select_is_declined(tmp_path, form, u
     body = LAYOUT.format(site=LAYOUT_SITES[form], use=use)
     reasons = _declined(body)
     assert ("shares a selected value's memory where its strides allow" in reasons) == found, reasons
-
-    def cached():
-        return torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
-
-    def fresh():
-        return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
-
-    _kept(tmp_path, body, "merge", [cached, fresh])
+    _kept(tmp_path, body, "merge", LAYOUT_INPUTS)
 
 
 # --- saved tensors: a residual stream updated in place after an optional squash ------------------
@@ -203,9 +202,7 @@ def test_an_update_of_a_saved_tensor_through_another_road_is_declined(tmp_path, 
     """Once the arm not taken saved `h`, the update makes backward raise."""
     before, after = use
     body = SAVED.format(before=before, site=SAVED_SITES[form], use=after)
-    if found:
-        assert "autograd saves what they read" in _declined(body)
-    _kept(tmp_path, body, "block", [lambda: (_grad(torch.ones(2, 3)),), lambda: (_grad(-torch.ones(2, 3)),)])
+    _tried(tmp_path, body, "block", "autograd saves what they read" if found else None, _signs(2, 3))
 
 
 # --- printing: debug output of an activation during training -------------------------------------
@@ -262,9 +259,7 @@ PRINTED_DECLINED = {("str_format", "statement"), ("join", "statement"), ("pprint
 def test_the_text_of_a_selected_value_through_another_road_is_declined(tmp_path, form, use, found):
     """The text would name `WhereBackward0` where the branch's own grad_fn was."""
     body = PRINTED.format(site=PRINTED_SITES[form], use=use)
-    if found:
-        assert "WhereBackward0" in _declined(body)
-    _kept(tmp_path, body, "show", [lambda: (_grad(torch.ones(2)),), lambda: (_grad(-torch.ones(2)),)])
+    _tried(tmp_path, body, "show", "WhereBackward0" if found else None, _signs(2))
 
 
 # --- identity: a step that scales its input only when asked, then updates it in place ------------
@@ -306,9 +301,7 @@ def test_the_callers_tensor_reached_through_another_road_is_declined(tmp_path, f
     """The select is a new tensor: the update, or the identity test, would miss the caller's."""
     before, after = use
     body = IDENTITY.format(before=before, site=IDENTITY_SITES[form], use=after)
-    if found:
-        assert "new tensor" in _declined(body)
-    _kept(tmp_path, body, "step", [lambda: (torch.ones(2, 3),), lambda: (-torch.ones(2, 3),)])
+    _tried(tmp_path, body, "step", "new tensor" if found else None, _signs(2, 3, grad=False))
 
 
 # --- the same road from other site shapes: an elif chain, nested ifs, a loop ----------------------
@@ -357,9 +350,7 @@ def show(x):
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_text_of_a_selected_value_from_other_site_shapes(tmp_path, shape):
     assert "WhereBackward0" in _declined(SHAPES[shape])
-    inputs = [lambda: (_grad(torch.full((2,), 5.0)),), lambda: (_grad(torch.ones(2)),),
-              lambda: (_grad(-torch.ones(2)),)]
-    _kept(tmp_path, SHAPES[shape], "show", inputs)
+    _kept(tmp_path, SHAPES[shape], "show", [lambda: (_grad(torch.full((2,), 5.0)),), *_signs(2)])
 
 
 # --- a nested function defined before the site reads the selected name when it is called after ---
@@ -375,7 +366,7 @@ def show(x):
         y = x * 3
     report()
     return y
-""", "show", "WhereBackward0", [lambda: (_grad(torch.ones(2)),), lambda: (_grad(-torch.ones(2)),)]),
+""", "show", "WhereBackward0", _signs(2)),
     "views": ("""
 @torch.no_grad()
 def merge(scores, cached, fresh):
@@ -385,17 +376,13 @@ def merge(scores, cached, fresh):
     else:
         keys = fresh * 2
     return flatten()
-""", "merge", "depends on the strides", [
-        lambda: (torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)),
-        lambda: (-torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2))]),
+""", "merge", "depends on the strides", LAYOUT_INPUTS),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CLOSURES))
 def test_a_closure_defined_before_the_site_and_called_after_it(tmp_path, case):
-    body, entry, reason, inputs = CLOSURES[case]
-    assert reason in _declined(body)
-    _kept(tmp_path, body, entry, inputs)
+    _tried(tmp_path, *CLOSURES[case])
 
 
 # --- GM402 inside a statement: the select lands in a container, an unpacking, a store, a walrus ---
@@ -424,23 +411,14 @@ ESCAPED_LAYOUT = {
                          + [pytest.param(u, False, id=n) for n, u in ESCAPED_TEXT_HELD.items()])
 def test_the_text_of_a_select_made_inside_a_statement(tmp_path, use, found):
     body = f"\ndef show(x):\n{use}\n"
-    if found:
-        assert "WhereBackward0" in _declined(body)
-    _kept(tmp_path, body, "show", [lambda: (_grad(torch.ones(2)),), lambda: (_grad(-torch.ones(2)),)])
+    _tried(tmp_path, body, "show", "WhereBackward0" if found else None, _signs(2))
 
 
 @pytest.mark.parametrize("use", [pytest.param(u, id=n) for n, u in ESCAPED_LAYOUT.items()])
 def test_the_layout_of_a_select_made_inside_a_statement(tmp_path, use):
     body = f"\n@torch.no_grad()\ndef merge(scores, cached, fresh):\n{use}\n"
     assert "depends on the strides of a selected value" in _declined(body)
-
-    def cached():
-        return torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
-
-    def fresh():
-        return -torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)
-
-    _kept(tmp_path, body, "merge", [cached, fresh])
+    _kept(tmp_path, body, "merge", LAYOUT_INPUTS)
 
 
 # --- GM101's call form: each branch appends its value, so the list holds the select ---------------
@@ -455,7 +433,7 @@ def show(x):
         outs.append(x * 3)
     print(outs)
     return outs[0]
-""", "show", "WhereBackward0", [lambda: (_grad(torch.ones(2)),), lambda: (_grad(-torch.ones(2)),)]),
+""", "show", "WhereBackward0", _signs(2)),
     "viewed": ("""
 @torch.no_grad()
 def merge(scores, cached, fresh):
@@ -465,17 +443,13 @@ def merge(scores, cached, fresh):
     else:
         outs.append(fresh * 2)
     return outs[0].view(-1)
-""", "merge", "depends on the strides of a selected value", [
-        lambda: (torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2)),
-        lambda: (-torch.ones(3), torch.arange(6.0).reshape(2, 3).t(), torch.ones(3, 2))]),
+""", "merge", "depends on the strides of a selected value", LAYOUT_INPUTS),
 }
 
 
 @pytest.mark.parametrize("case", sorted(APPENDED))
 def test_a_select_appended_by_the_call_form(tmp_path, case):
-    body, entry, reason, inputs = APPENDED[case]
-    assert reason in _declined(body)
-    _kept(tmp_path, body, entry, inputs)
+    _tried(tmp_path, *APPENDED[case])
 
 
 def test_a_name_the_statement_binds_again_stays_rewritten(tmp_path):
@@ -489,4 +463,4 @@ def block(x):
 """
     text, result = _fix(body, dynamic=True)
     assert result.applied, [d.reason for d in result.declined]
-    _kept(tmp_path, body, "block", [lambda: (_grad(torch.ones(2, 3)),), lambda: (_grad(-torch.ones(2, 3)),)])
+    _kept(tmp_path, body, "block", _signs(2, 3))

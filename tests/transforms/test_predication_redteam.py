@@ -21,8 +21,10 @@ from tests.transforms.test_predication_soundness import _fix, _observe, _same
 MODES = ("plain", "eager", "aot_eager")
 
 
-def _declined_or_same(tmp_path, body: str, entry: str, inputs) -> None:
-    """``inputs`` are zero-argument makers of fresh arguments, at least one per outcome."""
+def _declined_or_same(tmp_path, body: str, entry: str, inputs, observe=_observe, also=None) -> None:
+    """``inputs`` are zero-argument makers of fresh arguments, at least one per outcome. Each call
+    is seen through ``observe``; ``also(before, after, what)``, when given, compares what
+    :func:`_same` does not."""
     text, result = _fix(body, dynamic=True)
     if not result.applied:  # declined, or left for --unsafe-fixes
         assert result.text == text
@@ -38,8 +40,11 @@ def _declined_or_same(tmp_path, body: str, entry: str, inputs) -> None:
                 if mode != "plain":
                     reset_dynamo()
                     fn = torch.compile(fn, backend=mode)
-                seen.append(_observe(fn, make()))
-            _same(*seen, f"{entry}/{mode}/{make.__name__}")
+                seen.append(observe(fn, make()))
+            what = f"{entry}/{mode}/{make.__name__}\n{result.text}"
+            _same(*seen, what)
+            if also is not None:
+                also(*seen, what)
 
 
 def _grad(t: torch.Tensor) -> torch.Tensor:

@@ -231,9 +231,8 @@ def test_an_overflowing_product_in_the_unselected_arm_is_declined(tmp_path):
     _declined(result, "inf/NaN")
 
 
-def test_a_product_of_plain_arguments_is_declined_where_gradients_flow(tmp_path):
-    """An argument may hold -inf (a masked score): `x * x` not taken back-propagates 0 * -inf."""
-    body = """
+# the square of a plain argument in the arm an input with -inf in it does not take
+PLAIN_PRODUCT = """
     def f(x):
         if x.sum() > 0:
             y = x * x
@@ -241,22 +240,17 @@ def test_a_product_of_plain_arguments_is_declined_where_gradients_flow(tmp_path)
             y = x * 2
         return y
     """
-    text, result = _fix(body)
+
+
+def test_a_product_of_plain_arguments_is_declined_where_gradients_flow(tmp_path):
+    """An argument may hold -inf (a masked score): `x * x` not taken back-propagates 0 * -inf."""
+    text, result = _fix(PLAIN_PRODUCT)
     _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([float("-inf"), 2.0], requires_grad=True),)])
     _declined(result, "inf/NaN")
 
 
 def test_a_product_of_plain_tensors_is_still_fixed_without_gradients(tmp_path):
-    body = """
-    @torch.no_grad()
-    def f(x):
-        if x.sum() > 0:
-            y = x * x
-        else:
-            y = x * 2
-        return y
-    """
-    text, result = _fix(body)
+    text, result = _fix("\n    @torch.no_grad()" + PLAIN_PRODUCT)
     assert result.text != text
     _behaves_the_same(tmp_path, text, result.text, "f", [lambda m: (torch.tensor([1.0, 2.0]),),
                                                           lambda m: (torch.tensor([float("-inf"), 2.0]),)])

@@ -100,11 +100,8 @@ def test_the_same_program_without_gradients_is_rewritten_and_selects_the_same_va
                                                  lambda: (torch.tensor([0.5, 0.25]),)])
 
 
-@pytest.mark.parametrize("arm", ["h * 0.5", "h.clamp(min=0.0)", "h.masked_fill(h < 0, 0.0)"])
-def test_an_arm_finite_in_backward_for_any_input_is_still_rewritten(tmp_path, arm):
-    """No overreach: products with a bool mask or a Python number, clamps and fills give a zero
-    gradient through the unselected arm even where the input holds -inf or NaN."""
-    body = f"""
+# scores with an additive mask that may hold -inf or NaN; ``arm`` is the branch the mask may not take
+GATE = """
 def gate(scores, mask):
     h = scores + mask
     if (h > 0).any():
@@ -113,6 +110,13 @@ def gate(scores, mask):
         y = h * 2
     return y
 """
+
+
+@pytest.mark.parametrize("arm", ["h * 0.5", "h.clamp(min=0.0)", "h.masked_fill(h < 0, 0.0)"])
+def test_an_arm_finite_in_backward_for_any_input_is_still_rewritten(tmp_path, arm):
+    """No overreach: products with a bool mask or a Python number, clamps and fills give a zero
+    gradient through the unselected arm even where the input holds -inf or NaN."""
+    body = GATE.format(arm=arm)
     text, result = _fix(body, dynamic=True)
     assert result.applied, [d.reason for d in result.declined]
     masked = torch.tensor([[0.0, float("-inf"), float("nan")]])
@@ -123,15 +127,7 @@ def gate(scores, mask):
 
 @pytest.mark.parametrize("arm", ["h * h", "h.tanh()", "torch.sigmoid(h) * h", "h.exp()"])
 def test_an_arm_not_finite_in_backward_for_a_non_finite_input_is_declined(arm):
-    body = f"""
-def gate(scores, mask):
-    h = scores + mask
-    if (h > 0).any():
-        y = {arm}
-    else:
-        y = h * 2
-    return y
-"""
+    body = GATE.format(arm=arm)
     _, result = _fix(body, dynamic=True)
     assert not result.applied
     assert any("inf/NaN" in d.reason for d in result.declined), [d.reason for d in result.declined]

@@ -17,7 +17,6 @@ each call's value or exception, must be the same.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import warnings
 
@@ -71,17 +70,8 @@ def _observe(model, calls, action: str):
     level = root.level
     root.addHandler(events)
     root.setLevel(logging.DEBUG)
-    outcomes = []
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(events):
-            warnings.resetwarnings()
-            warnings.simplefilter(action)
-            warnings.showwarning = events.warn
-            for args in calls:
-                try:
-                    outcomes.append(("value", model(*args).tolist()))
-                except Exception as exc:  # noqa: BLE001 - compared between the programs
-                    outcomes.append(("raised", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+        outcomes = events.calls(model, calls, action)
     finally:
         root.removeHandler(events)
         root.setLevel(level)
