@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 from hypothesis import Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from graphmend.model import Decline, Fix, Safety  # noqa: E402
+from graphmend.model import Decline, Safety  # noqa: E402
 from graphmend.transforms.base import RuleContext, SourceFile  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
 from graphmend.transforms.registry import get_rule  # noqa: E402
