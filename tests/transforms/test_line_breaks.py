@@ -109,7 +109,7 @@ def test_fix_and_its_suggestions_edit_python_s_lines_and_keep_the_rest(char):
     assert delivery.kind == SUGGESTION
     block = next(b for b in delivery.blocks if b.start == IF_LINE)
     assert (block.end, block.text) == (IF_LINE, "        if _graphmend_strided(h):\n"
-                                                "            h = _graphmend_select(h.sum() > 0, h * 2, h - 1)\n"
+                                                "            h = torch.where(h.sum() > 0, h * 2, h - 1)\n"
                                                 "        elif h.sum() > 0:\n")
 
 
@@ -125,7 +125,7 @@ def test_a_crlf_file_keeps_crlf_in_every_generated_line():
     assert {f.rule for f in result.applied} == {"GM101", "GM201"}, (result.failed, result.declined)
     ends = {line[len(line.rstrip("\r\n")):] for line in split_lines(result.text)}
     assert ends == {"\r\n"}, ends
-    assert "_graphmend_select" in result.text and "graphmend runtime" in result.text
+    assert "torch.where(h.sum() > 0" in result.text and "graphmend runtime" in result.text
 
 
 def test_fix_keeps_a_byte_order_mark_and_crlf_on_disk(tmp_path):
@@ -141,7 +141,7 @@ def test_fix_keeps_a_byte_order_mark_and_crlf_on_disk(tmp_path):
     data = target.read_bytes()
     assert data.startswith(b"\xef\xbb\xbf") and data.count(b"\xef\xbb\xbf") == 1
     text = data[3:].decode("utf-8")
-    assert "_graphmend_select" in text and "import _graphmend_install  # noqa: E402\r\n_graphmend_install(globals())\r\n" in text
+    assert "torch.where(h.sum() > 0" in text and "import _graphmend_install  # noqa: E402\r\n_graphmend_install(globals())\r\n" in text
     assert {line[len(line.rstrip("\r\n")):] for line in split_lines(text)} == {"\r\n"}
     ast.parse(text)
     assert (tmp_path / "pkg" / "_graphmend_runtime.py").is_file()

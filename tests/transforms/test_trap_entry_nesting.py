@@ -306,7 +306,10 @@ def runs(tmp_path_factory):
 def test_the_fix_lowers_the_check_and_defers_the_print(runs):
     texts = runs[2]
     assert "_graphmend_trap((x < 0).any(), ValueError, 'negative input', entries=(" in texts["lib.py"]
-    assert texts["show.py"].count("_graphmend_deferred(print") == 3
+    # Paused's print of a tensor comes before `self.pause(x)`, a call that may fail while Dynamo
+    # traces it: a call given a tensor cannot be made from a failed trace, so it is left as written.
+    assert texts["show.py"].count("_graphmend_deferred(print") == 2
+    assert '        print("paused", x.sum())\n' in texts["show.py"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
