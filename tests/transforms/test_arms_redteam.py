@@ -1,0 +1,181 @@
+"""Red team for the arm not taken (GM101/GM402): realistic modules where the rewrite is applied at
+the default safety and ``torch.where``'s evaluation of the branch not taken raises or back-propagates
+NaN because the dtype classes or the gradient sources the analysis inferred are wrong.
+
+Each program goes through ``_declined_or_same`` (declined, or the same program uncompiled and
+compiled with ``eager`` and ``aot_eager`` on inputs taking each outcome). A test marked
+``xfail(strict=True)`` is rewritten today and then computes something else; the reason says what.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.transforms._side_effect_support import load_module
+from tests.transforms.test_predication_redteam import _declined_or_same, _grad
+from tests.transforms.test_predication_soundness import _fix
+
+_BINARISED = """
+class Binarised(nn.Module):
+    \"\"\"A projection whose activations a forward hook binarises (a straight-through probe).\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+        self.proj.register_forward_hook(lambda module, args, out: out > 0)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if x.sum() > 0:
+            h = 1 - h
+        return h
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "a forward hook on a torch.nn Linear replaces its output with a bool tensor; output_classes still "
+    "says float/complex, so `1 - h` (raises for bool) is evaluated where it was not taken"))
+def test_a_forward_hook_that_changes_a_linears_output_dtype(tmp_path):
+    assert _fix(_BINARISED, dynamic=True)[1].applied
+    _declined_or_same(tmp_path, _BINARISED, "Binarised", [lambda: (torch.ones(2, 3),), lambda: (-torch.ones(2, 3),)])
+
+
+_LOOKUP = """
+class MaskLookup(nn.Module):
+    \"\"\"Per-token boolean masks looked up from a frozen table (an Embedding over a bool table).\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        table = torch.tensor([[True, False], [False, True], [True, True], [False, False]])
+        self.proj = nn.Embedding(4, 2, _weight=table, _freeze=True)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if x.sum() > 0:
+            h = 1 - h
+        return h
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "an Embedding built over a frozen bool `_weight` returns bool; output_classes says float/complex, so "
+    "`1 - h` (raises for bool) runs in the branch not taken"))
+def test_an_embedding_over_a_frozen_bool_table(tmp_path):
+    assert _fix(_LOOKUP, dynamic=True)[1].applied
+    _declined_or_same(tmp_path, _LOOKUP, "MaskLookup", [lambda: (torch.tensor([1, 2]),),
+                                                        lambda: (torch.tensor([0, 0]),)])
+
+
+_HEADLESS = """
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.proj(x)
+        if x.sum() > 0:
+            h = 1 - h
+        return h
+
+
+class Headless(nn.Module):
+    \"\"\"The usual transfer-learning move: the head's projection replaced by an Identity.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+        self.head.proj = nn.Identity()
+
+    def forward(self, x):
+        return self.head(x)
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "`self.head.proj = nn.Identity()` in another class of the file rebinds Head.proj; output_classes only "
+    "looks at Head's own bindings, so an Identity handing back a bool mask meets `1 - h` not taken"))
+def test_a_submodule_replaced_from_another_class_of_the_file(tmp_path):
+    assert _fix(_HEADLESS, dynamic=True)[1].applied
+    _declined_or_same(tmp_path, _HEADLESS, "Headless", [lambda: (torch.tensor([[False, False, False]]),),
+                                                        lambda: (torch.tensor([[True, False, True]]),)])
+
+
+_TEMPERATURE = """
+class Temperature(nn.Module):
+    \"\"\"A learnable log-temperature kept as a buffer that requires grad (trained by its own optimizer).\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("t", torch.zeros(3).requires_grad_())
+
+    def forward(self, x):
+        if x.sum() > 0:
+            y = self.t.sqrt()
+        else:
+            y = self.t * 2
+        return x + y
+"""
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "a buffer made with requires_grad carries gradients; the analysis treats buffers as never trained, so "
+    "`self.t.sqrt()` at 0 (gradient inf) is evaluated where not taken and back-propagates NaN into t.grad"))
+def test_a_buffer_that_requires_grad_feeds_a_sqrt_not_taken(tmp_path):
+    text, result = _fix(_TEMPERATURE, dynamic=True)
+    assert result.applied
+    grads = []
+    for source in (text, result.text):
+        m = load_module(tmp_path, source).Temperature()
+        (m(-torch.ones(3))).sum().backward()
+        grads.append(m.t.grad)
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0, equal_nan=False)
+
+
+# --- holding: declined, with the gradient context or the parameter seen -----------------------
+
+
+@pytest.mark.parametrize("decorate", ["@torch.inference_mode(False)\n", "@torch.set_grad_enabled(True)\n", ""])
+def test_a_decorator_that_keeps_gradients_on_leaves_a_sqrt_declined(tmp_path, decorate):
+    body = decorate + """def f(x):
+    if x.sum() > 0:
+        y = x.sqrt()
+    else:
+        y = x * 2
+    return y
+"""
+    assert not _fix(body, dynamic=True)[1].applied
+    _declined_or_same(tmp_path, body, "f", [lambda: (_grad(torch.zeros(3)) - 1,), lambda: (_grad(torch.ones(3)),)])
+
+
+def test_enable_grad_inside_a_no_grad_function_leaves_a_sqrt_declined():
+    body = """
+@torch.no_grad()
+def f(x):
+    with torch.enable_grad():
+        if x.sum() > 0:
+            y = x.sqrt()
+        else:
+            y = x * 2
+    return y
+"""
+    assert not _fix(body, dynamic=True)[1].applied
+
+
+def test_a_plain_tensor_attribute_that_requires_grad_is_a_gradient_source():
+    """SAC's `self.log_alpha = torch.zeros(1, requires_grad=True)`: not a buffer, so it counts."""
+    body = """
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log_alpha = torch.zeros(3, requires_grad=True)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            y = self.log_alpha.exp()
+        else:
+            y = self.log_alpha * 2
+        return x + y
+"""
+    assert not _fix(body, dynamic=True)[1].applied
