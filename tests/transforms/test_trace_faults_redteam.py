@@ -147,3 +147,53 @@ def test_the_module_warnings_action(tmp_path):
     text = PROGRAM.format(middle="pass")
     events, _ = _same(tmp_path, text, [WIDE, WIDE, OK, WIDE], "eager", "module", kinds=False)
     assert [e[0] for e in events].count("warn") == 1
+
+
+@pytest.mark.parametrize("how", ["Module.compile", "torch.compile(model.forward)"])
+def test_the_other_ways_to_compile_a_module(tmp_path, how):
+    """``model.compile()`` (in place) and a compiled bound ``forward``: the calls of a failed trace
+    are shown once, before the error, with and without a graph break after them."""
+    for middle in ("pass", "torch._dynamo.graph_break()"):
+        text = PROGRAM.format(middle=middle)
+
+        def run(source, compiled):
+            module = load_module(tmp_path, source, stem="m")
+            reset_dynamo()
+            torch.manual_seed(0)
+            model = module.M()
+            if compiled and how == "Module.compile":
+                model.compile(backend="eager")
+            elif compiled:
+                model = torch.compile(model.forward, backend="eager")
+            return _anonymous(_observe(model, CALLS, "always"))
+
+        shown, _ = run(text, False)
+        _, outcomes = run(text, True)
+        assert run(_fixed(text), True) == (shown, outcomes), middle
+
+
+def test_a_size_marked_dynamic_that_the_code_specialises(tmp_path):
+    """``mark_dynamic`` on a batch the rest of forward specialises (``x.shape[0] == 2``): Dynamo
+    raises ConstraintViolationError after tracing the calls; they are shown before it, as the
+    original made them before its rest was compiled."""
+    text = PROGRAM.format(middle="y = x * 2 if x.shape[0] == 2 else x")
+    calls = [(torch.ones(2, 4), 0), (torch.ones(3, 4), 0), (torch.ones(2, 4), 1)]
+
+    def run(source, compiled):
+        module = load_module(tmp_path, source, stem="m")
+        reset_dynamo()
+        torch.manual_seed(0)
+        model = module.M()
+        fn = torch.compile(model, backend="eager") if compiled else model
+
+        def call(x, i):
+            if compiled:
+                torch._dynamo.mark_dynamic(x, 0)
+            return fn(x, i)
+
+        return _anonymous(_observe(call, calls, "always"))
+
+    shown, _ = run(text, False)
+    _, outcomes = run(text, True)
+    assert "ConstraintViolationError" in [o[1] for o in outcomes if o[0] == "raised"], outcomes
+    assert run(_fixed(text), True) == (shown, outcomes)
