@@ -24,19 +24,26 @@ from tests.transforms._side_effect_support import load_module, reset_dynamo  # n
 from tests.transforms.test_runtime_trace_faults import (  # noqa: E402
     CALLS, OK, PROGRAM, WIDE, _anonymous, _fixed, _observe, _run, _same)
 
-# The most common way to log: a module-level logger (its records reach the root's handler).
-LOGGER_PROGRAM = PROGRAM.replace("import torch\n", "import torch\n\nlogger = logging.getLogger(__name__)\n", 1).replace(
-    'logging.warning("width %d", 4)', 'logger.warning("width %d", 4)')
+# The most common way to log, a module-level logger (its records reach the root's handler), and
+# ``logging.log`` with a level given as an argument.
+LOGGED = {
+    "module logger": PROGRAM.replace("import torch\n", "import torch\n\nlogger = logging.getLogger(__name__)\n", 1).replace(
+        'logging.warning("width %d", 4)', 'logger.warning("width %d", 4)'),
+    "logging.log": PROGRAM.replace('logging.warning("width %d", 4)', 'logging.log(logging.WARNING, "width %d", 4)'),
+}
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a Logger method (`logger.warning` on a module-level logger) is deferred as a record, which a failed "
-    "trace loses: the calls given the wrong width show the print and the warning but not the log record "
-    "the original made before its error (the site is applied as safe; shown_from_trace is false for it)"))
+    "a Logger method (`logger.warning` on a module-level logger) or `logging.log(level, ...)` is deferred as "
+    "a record (_graphmend_target names neither), which a failed trace loses: the calls given the wrong "
+    "width show the print and the warning but not the log record the original made before its error "
+    "(the site is applied as safe)"))
 @pytest.mark.parametrize("how", ["eager", "aot_eager"])
-def test_a_module_logger_before_an_error_found_while_tracing(tmp_path, how):
-    assert 'logger.warning("width %d", 4)' in LOGGER_PROGRAM
-    _same(tmp_path, LOGGER_PROGRAM.format(middle="pass"), CALLS, how)
+@pytest.mark.parametrize("form", sorted(LOGGED))
+def test_a_log_call_the_op_cannot_name_before_an_error_found_while_tracing(tmp_path, form, how):
+    text = LOGGED[form]
+    assert text != PROGRAM
+    _same(tmp_path, text.format(middle="pass"), CALLS, how)
 
 
 def _picky(gm, example_inputs):
