@@ -249,3 +249,49 @@ class M(nn.Module):
         return x + y
 """
     assert not _fix(body, dynamic=True)[1].applied
+
+
+_REBOUND = """
+{prelude}
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = {module}
+        {init}
+
+    def forward(self, x):
+        h = self.proj(x)
+        if x.sum() > 0:
+            y = 1 - h
+        else:
+            y = h * 1
+        return y
+"""
+
+
+@pytest.mark.parametrize("prelude, module, init", [
+    ("class BinaryLinear(nn.Linear):\n    def forward(self, x):\n        return super().forward(x) > 0\n",
+     "BinaryLinear(3, 3)", ""),
+    ("from torch.nn import Identity as Linear\n", "Linear(3, 3)", ""),
+    ("", "nn.Linear(3, 3)", 'for name in ("proj",):\n            setattr(self, name, nn.Identity())'),
+    ("", "nn.Linear(3, 3)", 'name = "proj"\n        self.add_module(name, nn.Identity())'),
+    ("", "nn.Linear(3, 3)", "self.proj.forward = lambda x: x > 0"),
+    ("", "nn.Linear(3, 3)", "self.proj.__class__ = nn.Identity"),
+    ("", "nn.Embedding.from_pretrained(torch.tensor([[True, False], [False, True]]))", ""),
+], ids=["Linear subclass", "Identity imported as Linear", "setattr by a variable", "add_module by a variable",
+        "forward replaced", "class swapped", "Embedding.from_pretrained"])
+def test_a_submodule_whose_output_may_be_bool_proves_no_dtype(tmp_path, prelude, module, init):
+    """Each of these may return a bool tensor at run time (an Identity given a mask), on which
+    `1 - h` raises: declined."""
+    body = _REBOUND.format(prelude=prelude, module=module, init=init)
+    text, result = _fix(body, dynamic=True)
+    assert not result.applied and result.text == text
+    proj = load_module(tmp_path, text).Block().proj
+    given = [torch.tensor([0, 1])] if "Embedding" in module else [torch.ones(2, 3), torch.ones(2, 3) > 0]
+    dtypes = []
+    for x in given:
+        try:
+            dtypes.append(proj(x).dtype)
+        except RuntimeError:  # a Linear given a mask
+            pass
+    assert torch.bool in dtypes, dtypes
