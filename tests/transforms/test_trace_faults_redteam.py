@@ -53,17 +53,35 @@ def _picky(gm, example_inputs):
     return gm.forward
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a backend that fails to compile the graph (BackendCompilerFailed): the original made its print, "
-    "warning and log at the graph break before compiling the rest; the fixed program's calls are in the "
-    "graph that never compiles, and _graphmend_traced_failure ignores a backend failure, so nothing is shown"))
 def test_a_backend_that_fails_to_compile_the_graph(tmp_path):
+    """The original made its print, warning and log at the graph break before compiling the rest;
+    the fixed program's calls are in the graph that never compiles: the boundary shows what the
+    failed compile's trace saw (BackendCompilerFailed carries its compile id)."""
     text = PROGRAM.format(middle="pass")
     shown, _ = _anonymous(_run(tmp_path, text, "uncompiled", [OK, OK]))
     compiled, outcomes = _anonymous(_run(tmp_path, text, _picky, [OK, OK]))
     # the original compiled shows its output before each failure, as uncompiled
     assert [o[1] for o in outcomes] == ["BackendCompilerFailed"] * 2 and compiled == shown
     assert _anonymous(_run(tmp_path, _fixed(text), _picky, [OK, OK])) == (shown, outcomes)
+
+
+def test_a_backend_failure_carries_the_compile_id_of_the_trace():
+    """What _graphmend_traced_failure matches the traced calls by."""
+    reset_dynamo()
+    compiled = torch.compile(torch.nn.Linear(4, 2), backend=_picky)
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as caught:
+        compiled(torch.ones(1, 4))
+    assert getattr(caught.value, "compile_id", None) is not None
+
+
+def test_a_backend_failure_under_suppress_errors_shows_each_call_once(tmp_path):
+    """suppress_errors runs the frame whose backend failed eagerly: its calls are made there, and
+    the boundary does not show the failed trace's as well."""
+    text = PROGRAM.format(middle="pass")
+    shown, values = _anonymous(_run(tmp_path, text, "uncompiled", [OK, OK]))
+    with torch._dynamo.config.patch(suppress_errors=True):
+        got = _anonymous(_run(tmp_path, _fixed(text), _picky, [OK, OK]))
+    assert got == (shown, values) and [e[0] for e in shown].count("warn") == 2
 
 
 # --- holding ----------------------------------------------------------------------------------
