@@ -174,18 +174,36 @@ class Temperature(nn.Module):
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a buffer made with requires_grad carries gradients; the analysis treats buffers as never trained, so "
-    "`self.t.sqrt()` at 0 (gradient inf) is evaluated where not taken and back-propagates NaN into t.grad"))
 def test_a_buffer_that_requires_grad_feeds_a_sqrt_not_taken(tmp_path):
+    """A buffer made with requires_grad carries gradients: `self.t.sqrt()` at 0 (gradient inf)
+    evaluated where not taken would back-propagate NaN into t.grad, so the site is declined."""
     text, result = _fix(_TEMPERATURE, dynamic=True)
-    assert result.applied
+    assert not result.applied
     grads = []
     for source in (text, result.text):
         m = load_module(tmp_path, source).Temperature()
         (m(-torch.ones(3))).sum().backward()
         grads.append(m.t.grad)
     torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0, equal_nan=False)
+
+
+@pytest.mark.parametrize("after", ["self.t.requires_grad_()", "self.t.requires_grad = True",
+                                   "for b in self.buffers():\n            b.requires_grad_()", ""])
+def test_a_buffer_made_to_require_grad_after_its_registration(tmp_path, after):
+    """The buffer is registered plain and made to require grad later: a gradient source, so the
+    sqrt not taken is declined; the plain buffer alone is no gradient source (applied)."""
+    body = _TEMPERATURE.replace("torch.zeros(3).requires_grad_()", "torch.zeros(3)").replace(
+        "\n\n    def forward", f"\n        {after}\n\n    def forward", 1)
+    text, result = _fix(body, dynamic=True)
+    assert bool(result.applied) == (after == "")
+    grads = []
+    for source in (text, result.text):
+        m = load_module(tmp_path, source).Temperature()
+        if after:
+            (m(-torch.ones(3))).sum().backward()
+            grads.append(m.t.grad)
+    if after:
+        torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0, equal_nan=False)
 
 
 # --- holding: declined, with the gradient context or the parameter seen -----------------------
