@@ -298,3 +298,23 @@ def test_a_submodule_whose_output_may_be_bool_proves_no_dtype(tmp_path, prelude,
         except RuntimeError:  # a Linear given a mask
             pass
     assert torch.bool in dtypes, dtypes
+
+
+@pytest.mark.parametrize("prelude, module, init, applied", [
+    ("", "nn.Linear(3, 3)", "", True),
+    ("", "nn.Linear(3, 3, dtype=torch.float64)", "", False),
+    ("", "nn.Linear(3, 3, True, None, torch.float64)", "", False),
+    ("", "nn.Linear(*(3, 3))", "", False),
+    ("nn.Linear.forward = lambda self, x: x > 0\n", "nn.Linear(3, 3)", "", False),
+    ("def swap(block, name):\n    setattr(block, name, nn.Identity())\n", "nn.Linear(3, 3)", "", False),
+    ("def hook(m):\n    torch.nn.modules.module.register_module_forward_hook(lambda *a: None)\n", "nn.Linear(3, 3)", "",
+     False),
+    ("", "nn.Linear(3, 3)", "self.proj.register_forward_pre_hook(lambda m, a: None)", False),
+], ids=["plain", "dtype=", "dtype by position", "star arguments", "torch.nn patched", "setattr elsewhere",
+        "global module hook", "pre-hook"])
+def test_what_keeps_a_submodule_from_proving_its_dtype(prelude, module, init, applied):
+    """The plain Linear proves float/complex (`1 - h` cannot raise: applied); a constructor argument
+    the table was not vetted for, a patched torch.nn, a store by a computed name or a hook anywhere
+    in the file leaves no proof (declined)."""
+    body = _REBOUND.format(prelude=prelude, module=module, init=init)
+    assert bool(_fix(body, dynamic=True)[1].applied) == applied
