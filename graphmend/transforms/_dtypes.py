@@ -74,6 +74,28 @@ MODULE_OUTPUTS: dict[str, tuple[str, str, str]] = {
     "RMSNorm": ("float complex", "nn.RMSNorm(4, dtype=d)", "x.reshape(2, 4)"),
 }
 
+# The constructor parameters of each MODULE_OUTPUTS entry whose values the entry's classes hold
+# for (in order: a positional argument is one of the first ones): sizes and flags. Not ``device``,
+# ``dtype`` or the private ``_weight``/``_freeze`` (an Embedding over a bool ``_weight`` returns
+# bool); a module built with any other argument proves no dtype class.
+MODULE_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "Linear": ("in_features", "out_features", "bias"),
+    "Bilinear": ("in1_features", "in2_features", "out_features", "bias"),
+    **{f"Conv{n}d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
+                     "bias", "padding_mode") for n in (1, 2, 3)},
+    **{f"ConvTranspose{n}d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding",
+                              "groups", "bias", "dilation", "padding_mode") for n in (1, 2, 3)},
+    "Embedding": ("num_embeddings", "embedding_dim", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq",
+                  "sparse"),
+    "EmbeddingBag": ("num_embeddings", "embedding_dim", "max_norm", "norm_type", "scale_grad_by_freq", "mode",
+                     "sparse"),
+    "LayerNorm": ("normalized_shape", "eps", "elementwise_affine", "bias"),
+    "GroupNorm": ("num_groups", "num_channels", "eps", "affine"),
+    "BatchNorm1d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
+    "BatchNorm2d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
+    "RMSNorm": ("normalized_shape", "eps", "elementwise_affine"),
+}
+
 
 def classes_text(classes) -> str:
     """Dtype classes as the analysis records them for a name: space-separated, in list order."""

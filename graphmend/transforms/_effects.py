@@ -230,7 +230,10 @@ def _buffers(cls: cst.ClassDef) -> set[str]:
     """Names the class registers with ``self.register_buffer("name", value)``, where ``value``
     is not asked to require grad. A buffer is state, not a trained leaf: ``requires_grad_()``
     on the module and optimizers leave it alone. A name also bound otherwise (``self.name =
-    ...``, a second registration with a tensor that may require grad) is not counted."""
+    ...``, a second registration with a tensor that may require grad) is not counted, nor one
+    made to require grad (``torch.zeros(3).requires_grad_()``, ``self.name.requires_grad_()``,
+    ``self.name.requires_grad = True``); a tensor of the class made to require grad whose owner
+    is not a ``self.<name>`` (``for b in self.buffers(): b.requires_grad_()``) leaves none."""
     found: dict[str, bool] = {}
     for node in iter_tree(cls.body):
         if isinstance(node, cst.Call) and dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
@@ -238,12 +241,28 @@ def _buffers(cls: cst.ClassDef) -> set[str]:
             if isinstance(name, cst.SimpleString):
                 value = node.args[1].value
                 plain = not any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "requires_grad"
-                                for n in iter_tree(value)) and "Parameter" not in code(value)
+                                for n in iter_tree(value)) and "Parameter" not in code(value) \
+                    and "requires_grad" not in code(value)
                 found[name.evaluated_value] = found.get(name.evaluated_value, True) and plain  # type: ignore[arg-type]
         if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute) \
                 and dotted(node.target.value) == "self":
             found[node.target.attr.value] = False
+        if isinstance(node, cst.Attribute) and node.attr.value in ("requires_grad_", "requires_grad") \
+                and not _read_only(cls, node):
+            owner = dotted(node.value)
+            if owner.startswith("self.") and owner.count(".") == 1:
+                found[owner[5:]] = False
+            else:
+                return set()
     return {n for n, ok in found.items() if ok}
+
+
+def _read_only(cls: cst.ClassDef, node: cst.Attribute) -> bool:
+    """Whether ``node`` (``<x>.requires_grad``) is only read: not called as ``requires_grad_``
+    and not a store's target."""
+    if node.attr.value == "requires_grad_":
+        return False
+    return not any(t.target is node for t in iter_tree(cls.body) if isinstance(t, cst.AssignTarget))
 
 
 def _inplace_flag(call: cst.Call) -> bool:

@@ -38,7 +38,7 @@ from typing import Optional
 import libcst as cst
 
 from graphmend.transforms._attributes import MODULE_ATTRIBUTES, REGISTERS, Attributes, origins
-from graphmend.transforms._dtypes import MODULE_OUTPUTS
+from graphmend.transforms._dtypes import MODULE_ARGUMENTS, MODULE_OUTPUTS
 from graphmend.transforms._effects import code, dotted
 from graphmend.transforms.base import SourceFile, iter_nodes
 
@@ -296,8 +296,18 @@ class Reads:
         return None
 
     def _module_class(self, value: cst.BaseExpression) -> Optional[str]:
-        """``Linear`` for ``nn.Linear(...)`` (torch.nn's own class); None for any other value."""
-        return _nn_class(self._full(dotted(value.func))) if isinstance(value, cst.Call) else None
+        """``Linear`` for ``nn.Linear(...)`` (torch.nn's own class) built with only the arguments
+        :data:`_dtypes.MODULE_ARGUMENTS` names for it (not ``dtype=``, ``_weight=``, ``**kw``);
+        None for any other value."""
+        if not isinstance(value, cst.Call):
+            return None
+        found = _nn_class(self._full(dotted(value.func)))
+        vetted = MODULE_ARGUMENTS.get(found or "", ())
+        positional = [a for a in value.args if a.keyword is None]
+        if any(a.star for a in value.args) or len(positional) > len(vetted) \
+                or any(a.keyword is not None and a.keyword.value not in vetted for a in value.args):
+            return None
+        return found
 
     def _full(self, func: str) -> str:
         """A dotted callee with its first name resolved through this file's imports."""
@@ -307,21 +317,84 @@ class Reads:
     def output_classes(self, call: cst.Call) -> Optional[frozenset[str]]:
         """The dtype classes ``self.<name>(...)`` returns when every binding of ``self.<name>``
         (as :meth:`_bindings` finds them) is a torch.nn module of :data:`_dtypes.MODULE_OUTPUTS`
-        (``self.lin = nn.Linear(...)``: float or complex, never bool or integer); else None."""
+        built with only the arguments :data:`_dtypes.MODULE_ARGUMENTS` vets (``self.lin =
+        nn.Linear(...)``: float or complex, never bool or integer), and nothing in this file may
+        change what the call returns (:meth:`_retouched`: a module hook, a rebinding of the
+        attribute by another object, the registry or a computed name, a patched torch class);
+        else None. Assumed: no other file registers a hook on the module (a forward hook may
+        replace its output with a tensor of any dtype) or rebinds the attribute."""
         func = call.func
         if self.cls is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
                                     and func.value.value == self.self_name):
             return None
         kind, why = self._self_kind(func.attr.value)
         modules = self._modules.get(func.attr.value)
-        if why or kind not in ("weighted", "module") or not modules or not modules <= set(MODULE_OUTPUTS):
+        if why or kind not in ("weighted", "module") or not modules or not modules <= set(MODULE_OUTPUTS) \
+                or self._retouched(func.attr.value):
             return None
         return frozenset(c for m in modules for c in MODULE_OUTPUTS[m][0].split())  # type: ignore[index]
+
+    def _retouched(self, name: str) -> bool:
+        """Whether code of this file may change what ``self.name(...)`` returns besides the
+        ``self.name = ...`` bindings of the class's family (:meth:`_bindings` judges those): a
+        ``register_*hook`` or ``register_parametrization`` call anywhere, any other store to an
+        attribute ``name`` (``self.head.proj = nn.Identity()``, ``block.proj.forward = f``), a
+        use of a module's ``_modules`` registry, a ``setattr``/``delattr`` or a registration
+        (``add_module``...) by a computed name or by ``name`` on another object, or a store to an
+        attribute of torch itself (``nn.Linear.forward = f``)."""
+        family = [self.classes[c] for c in self.attributes.family(self.cls)]  # type: ignore[arg-type]
+        own = {id(n) for cls in family for n in iter_nodes(cls.body, (cst.Attribute,)) if _is_self_attr(n, name)}
+        for node in iter_nodes(self.source.module, (cst.Call, cst.Attribute, cst.Assign, cst.AnnAssign,
+                                                    cst.AugAssign, cst.Del, cst.For, cst.CompFor, cst.AsName)):
+            if isinstance(node, cst.Attribute):
+                if node.attr.value == "_modules":
+                    return True
+                continue
+            if isinstance(node, cst.Call):
+                func = node.func
+                leaf = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
+                if (leaf.startswith("register_") and "hook" in leaf) or leaf == "register_parametrization":
+                    return True
+                if leaf in _NAMED_STORES and (not any(_literal_arg(node, k) not in (None, name) for k in (0, 1))
+                                              or any(self._torch_rooted(a.value) for a in node.args)):
+                    return True
+                literal = _literal_arg(node, 0)
+                receiver = func.value if isinstance(func, cst.Attribute) else None
+                if leaf in REGISTERS and literal in (None, name) and not (receiver is not None and dotted(receiver) == "self"):
+                    return True
+                continue
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
+                targets = [node.target]
+            else:
+                targets = [node.target if isinstance(node, cst.Del) else node.name]
+            for target in targets:
+                for attr in iter_nodes(target, (cst.Attribute,)):
+                    if (attr.attr.value == name and not (attr is target and id(attr) in own)) \
+                            or self._torch_rooted(attr):
+                        return True
+        return False
+
+    def _torch_rooted(self, node: cst.BaseExpression) -> bool:
+        """``nn.Linear``, ``torch.nn.functional.linear``: a chain into torch.nn (through the imports)."""
+        return (self._full(dotted(node)) + ".").startswith("torch.nn.")
 
 
 def _nn_class(full: str) -> Optional[str]:
     """``Linear`` for ``torch.nn.Linear``; None for anything else."""
     return full.rsplit(".", 1)[1] if full.startswith("torch.nn.") and full.count(".") == 2 else None
+
+
+# Calls that store an attribute by the name given as their second argument.
+_NAMED_STORES = frozenset(("setattr", "delattr", "__setattr__", "__delattr__"))
+
+
+def _literal_arg(call: cst.Call, k: int) -> Optional[str]:
+    """The string literal ``call`` passes as its ``k``-th positional argument, or None."""
+    arg = call.args[k].value if len(call.args) > k and call.args[k].keyword is None and not call.args[k].star else None
+    value = arg.evaluated_value if isinstance(arg, cst.SimpleString) else None
+    return value if isinstance(value, str) else None
 
 
 def _is_self_attr(node: cst.CSTNode, name: str) -> bool:

@@ -337,18 +337,23 @@ def _graphmend_traced(site, tags, strs, ints, floats, tensors):
 
 
 def _graphmend_traced_failure(error):
-    # The compile id of a failure found while Dynamo traced a frame and raised to the program
-    # (a fake-tensor error, an int index out of range), or None: an error the graph or eager
-    # code raised (whose calls were made), or Dynamo's own refusal to compile (fullgraph's
-    # graph break, a backend failure), which the original did not show output before either.
+    # The compile id of a compile that failed after Dynamo traced the frame and raised to the
+    # program, or None. Such a failure is found while tracing (a fake-tensor error, an int index
+    # out of range) or by the backend given the traced graph (BackendCompilerFailed: a backend
+    # lacking an op): the graph never runs, and the original made the calls that broke its graph
+    # before that compile. Dynamo sets the compile id on every error its compile raises. None for
+    # an error the graph or eager code raised (whose calls were made) and for Dynamo's other
+    # refusals (fullgraph's graph break), which fail before the original's output too. Under
+    # suppress_errors the failed frame runs eagerly instead, makes its calls, and returns: the
+    # boundary forgets the trace's records then.
     compile_id = getattr(error, "compile_id", None)
     if compile_id is None:
         return None
     try:
-        from torch._dynamo.exc import TorchDynamoException, TorchRuntimeError
+        from torch._dynamo.exc import BackendCompilerFailed, TorchDynamoException, TorchRuntimeError
     except ImportError:
         return None
-    if isinstance(error, TorchDynamoException) and not isinstance(error, TorchRuntimeError):
+    if isinstance(error, TorchDynamoException) and not isinstance(error, (TorchRuntimeError, BackendCompilerFailed)):
         return None
     return str(compile_id)
 

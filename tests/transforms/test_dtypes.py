@@ -130,3 +130,15 @@ def test_weighted_modules_are_among_the_module_outputs():
 
     assert WEIGHTED <= set(D.MODULE_OUTPUTS)
 
+
+
+def test_module_arguments_are_the_leading_size_and_flag_parameters():
+    """Each entry's vetted arguments are its constructor's leading parameters, in order (so a
+    positional argument past them is refused), and none sets the dtype or the weight."""
+    import inspect
+
+    assert set(D.MODULE_ARGUMENTS) == set(D.MODULE_OUTPUTS)
+    for name, vetted in D.MODULE_ARGUMENTS.items():
+        params = list(inspect.signature(getattr(torch.nn, name).__init__).parameters)[1:]
+        assert params[:len(vetted)] == list(vetted), name
+        assert not {"device", "dtype"} & set(vetted) and not any(p.startswith("_") for p in vetted), name
