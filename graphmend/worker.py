@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 # task name -> "module:function"; each owning package registers its task here.
 TASKS: dict[str, str] = {
@@ -68,33 +68,48 @@ def record_reads() -> None:
 LINK_HOPS_MAX = 40  # the kernel's own limit on links followed in one lookup
 
 
-def _names_of(path: str) -> set[str]:
+def _names_of(path: str, links: Optional[dict[str, Optional[str]]] = None) -> set[str]:
     """``path`` (absolute), every symbolic link met on the way to the file it names, and that
     file: a pull request that retargets any of the links changes what opening ``path`` reads,
-    so each is a file the reader depended on (``src/a.py -> impl.py`` names both)."""
+    so each is a file the reader depended on (``src/a.py -> impl.py`` names both).
+
+    ``links``: what each path looked up so far is (a link's target, or None), shared by the
+    lookups of one record: the files read share most of their folders (thousands of torch
+    modules in one site-packages), each looked up once instead of once per file."""
+    links = {} if links is None else links
     names = {path}
-    done, todo, hops = Path("/"), list(Path(path).parts[1:]), 0
+    # Plain strings, not Path objects: a record holds thousands of files, and the folders
+    # each is looked up through (a split's empty parts and "." are skipped as Path skips them).
+    done, todo, hops = "/", path.split("/"), 0
     while todo:
         part = todo.pop(0)
         if part in ("", "."):
             continue
         if part == "..":
-            done = done.parent
+            done = os.path.dirname(done)
             continue
-        step = done / part
-        try:
-            link = os.readlink(step) if hops < LINK_HOPS_MAX else None
-        except OSError:  # not a link, or missing: the rest is looked up as it is spelled
-            link = None
+        step = os.path.join(done, part)
+        link = _readlink(step, links) if hops < LINK_HOPS_MAX else None
         if link is None:
             done = step
             continue
         hops += 1
-        names.add(str(step))
-        todo = list(Path(link).parts[1:] if os.path.isabs(link) else Path(link).parts) + todo
-        done = Path("/") if os.path.isabs(link) else done
-    names.add(str(done))
+        names.add(step)
+        todo = link.split("/") + todo
+        done = "/" if os.path.isabs(link) else done
+    names.add(done)
     return names
+
+
+def _readlink(path: str, links: dict[str, Optional[str]]) -> Optional[str]:
+    """The target of the link ``path``; None when it is not a link, or missing (the rest is then
+    looked up as it is spelled)."""
+    if path not in links:
+        try:
+            links[path] = os.readlink(path)
+        except OSError:
+            links[path] = None
+    return links[path]
 
 
 def reads_under(root: Path) -> dict[str, Any]:
@@ -107,9 +122,12 @@ def reads_under(root: Path) -> dict[str, Any]:
         file = getattr(module, "__file__", None)
         if isinstance(file, str):
             seen.add(os.path.abspath(file))
-    out = set()
+    out, links = set(), {}
+    inside = tuple(str(here).rstrip("/") + "/" for here in roots)
     for path in seen:
-        for name in _names_of(path):
+        for name in _names_of(path, links):
+            if not name.startswith(inside):  # the names are absolute and normalized, as the roots are
+                continue
             for here in roots:
                 try:
                     rel = Path(name).relative_to(here)

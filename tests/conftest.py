@@ -17,6 +17,10 @@ EXAMPLES = REPO / "examples"
 
 # Dynamo and its workers should not fight over the two cores of a CI machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Nor should inductor's compile workers: by default each process that compiles with inductor
+# (the demo's benchmark, one per arm and round) first starts a pool of subprocesses, one a CPU,
+# each importing torch (~4 s of CPU a process here), to compile a handful of kernels.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 def git(cwd: Path, *args: str) -> str:
