@@ -143,10 +143,14 @@ def import_time_use(source: SourceFile) -> Optional[str]:
             return (f"the `if __name__ ...` block at line {source.line(stmt)} runs this file's code while the module "
                     "is still executing, before the runtime appended at its end is defined (NameError)")
         for call in iter_nodes(stmt, (cst.Call,)):
-            root = call.func
+            root, docstring = call.func, False
             while isinstance(root, (cst.Attribute, cst.Call)):
+                # a method of a docstring (``Model.method.__doc__.format(...)``): a str's, or None's
+                docstring = docstring or (root is not call.func and isinstance(root, cst.Attribute)
+                                          and root.attr.value == "__doc__")
                 root = root.value if isinstance(root, cst.Attribute) else root.func
-            if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend"):
+            if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend") \
+                    and not docstring:
                 return (f"`{root.value}(...)` at line {source.line(stmt)} runs this file's code while the module is "
                         "still executing, before the runtime appended at its end is defined (NameError)")
     return None

@@ -101,3 +101,18 @@ def test_a_module_of_a_repository_whose_root_is_a_package_gets_the_runtime_inlin
         assert out.getvalue() == "sum tensor(4.)\n"
     finally:
         sys.modules.pop("rootmod", None)
+
+
+@pytest.mark.parametrize("tail, fixed", [
+    # transformers' modeling_utils.py formats a docstring at module level (of a method, here the class's)
+    ('\n\nif M.__doc__ is not None:\n    M.__doc__ = M.__doc__.format(x="y")\n', True),
+    ('\n\nNOTE = str(M.__doc__).format(M()(torch.ones(2)))\n', False),
+])
+def test_a_method_of_a_docstring_runs_nothing_of_the_file_but_its_arguments_may(tmp_path, tail, fixed):
+    program = MODEL + tail
+    torch._dynamo.reset()
+    expected = _run(tmp_path, program)
+    result = fix_program(program, threshold=Safety.SAFE)
+    assert bool(result.applied) is fixed, [d.reason for d in result.declined if isinstance(d, Decline)]
+    torch._dynamo.reset()
+    assert _run(tmp_path, result.text) == expected
