@@ -119,7 +119,7 @@ class DeferredCallRule(Transform):
             suffix = f', "{kind}")'
         else:
             suffix = f', "{kind}", {line}, "{function}")'
-        runtime = B.runtime_edits(source, ctx)
+        runtime = B.runtime_edits(source, ctx, call)
         if isinstance(runtime, str):
             return self.decline(source, call, runtime)
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
