@@ -516,7 +516,9 @@ def _record_before(follow: _Follow, source: SourceFile, call: cst.Call, self_typ
     in what that runs, or None. A deferred call after a record in the region is recorded too (the
     runtime keeps the order), and is lost when its graph fails on values: an output call that may
     be deferred as a record (a Logger's method, arguments the op cannot carry) or code not read
-    (it may hold one) before it keeps failures on values a reason."""
+    (it may hold one) before it keeps failures on values a reason. Not read, as elsewhere in
+    this analysis: a property's getter (``self.dtype``) and a module hook, which are assumed to
+    make no record."""
     func = B.enclosing_function(source, call)
     if func is None:
         return f"{frame.function}() at {frame.file}:{frame.line} is not a function this analysis reads"
