@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 from graphmend.model import Frame, Safety  # noqa: E402
 from graphmend.transforms._mro import Hierarchy  # noqa: E402
 from graphmend.transforms.base import SourceFile  # noqa: E402
-from tests.transforms.test_deferral_cross_file import _package, _write, fix_package  # noqa: E402
+from tests.transforms.test_deferral_cross_file import _package, _write, fix_package, graphs_of, load, run  # noqa: E402
 from tests.transforms.test_deferral_trace_faults import _differential  # noqa: E402
 
 MIXIN = '''import logging
@@ -43,15 +43,21 @@ class Utils:
 
     def invert(self, mask):
         return mask * 2.0
+
+
+class Module(torch.nn.Module):
+    pass
 '''
 WARN_LINE = 11
 
+# Base derives from a module class of the rewritten file (as a model's PreTrainedModel does), so
+# the runtime makes the entry a boundary when it is defined.
 A = '''import torch
 
-from .mixin import Utils
+from .mixin import Module, Utils
 
 
-class Base(torch.nn.Module, Utils):
+class Base(Module, Utils):
     pass
 '''
 
@@ -104,6 +110,9 @@ def test_a_constant_warning_before_an_embedding_lookup_is_made_in_the_graph_and_
         assert [o[0] for o in outcomes] == ["value", "raised", "raised", "value"], (backend, outcomes)
         assert outcomes[1][1] == "IndexError", (backend, outcomes)
         assert [e[:3] for e in events] == [("warn", "careful", "FutureWarning")] * 4, backend
+    # the warning's break is gone: one graph (the op made the warning in it)
+    counts = [graphs_of(load(root, "pkg.b").Model(), *_inputs()[0])[1] for root in (orig, fixed)]
+    assert counts[0] > 1 and counts[1] == 1, counts
 
 
 @pytest.mark.parametrize("head, why", [
@@ -122,6 +131,26 @@ def test_a_record_or_code_not_read_before_the_call_keeps_the_lookup_a_reason(tmp
     assert applied == [] and [s.fix.safety for s in skipped] == [Safety.UNSAFE]
     notes = skipped[0].fix.notes
     assert "looks ids up in an embedding table" in notes and why in notes, notes
+
+
+def test_why_a_record_before_the_call_matters_the_runtime_records_the_warning_after_it(tmp_path):
+    """The program the rule refuses to write, by hand: the mixin's Logger call deferred before the
+    warning (a record), then the warning. The runtime records the warning too (to keep the order),
+    and the id out of range loses both records with the graph, where the original showed both."""
+    orig, fixed = _tree(tmp_path)
+    applied, _ = fix_package(fixed, STACKS, rounds=1)
+    assert len(applied) == 1
+    entries = "entries=(__name__.rsplit('.', 1)[0] + '.b.Model',)"
+    for root, head in ((orig, 'logger.warning("heads %s", 1)'),
+                       (fixed, f'_graphmend_deferred(logger.warning, "log", 15, "head_mask", {entries})("heads %s", 1)')):
+        path = root / "pkg/mixin.py"
+        path.write_text(path.read_text().replace("mask = mask + 0", head))
+    bad = (torch.tensor([1, 9]), torch.ones(2))
+    shown = []
+    for root in (orig, fixed):
+        compiled, _ = graphs_of(load(root, "pkg.b").Model(), *_inputs()[0])
+        shown.append(run(compiled, *bad))
+    assert [e[0] for e in shown[0][0]] == ["log", "warn"] and shown[1] == ([], ("raised", "IndexError"))
 
 
 def test_a_record_made_in_the_arguments_of_the_entrys_call_comes_before_it(tmp_path):
@@ -150,11 +179,11 @@ def test_a_mixin_method_that_may_fail_while_tracing_after_a_call_given_a_tensor_
 
 
 @pytest.mark.parametrize("base", [
-    "from json import JSONDecoder\n\n\nclass Base(torch.nn.Module, Utils, JSONDecoder):",  # outside the package
-    "Base2 = Utils\n\n\nclass Base(torch.nn.Module, Base2 if True else Utils):",  # not a name
+    "from json import JSONDecoder\n\n\nclass Base(Module, Utils, JSONDecoder):",  # outside the package
+    "Base2 = Utils\n\n\nclass Base(Module, Base2 if True else Utils):",  # not a name
 ])
 def test_a_base_that_cannot_be_resolved_leaves_the_inherited_methods_unread(tmp_path, base):
-    a = A.replace("class Base(torch.nn.Module, Utils):", base)
+    a = A.replace("class Base(Module, Utils):", base)
     orig, fixed = _tree(tmp_path, a=a)
     applied, skipped = fix_package(fixed, STACKS, rounds=1)
     assert applied == [] and [s.fix.safety for s in skipped] == [Safety.UNSAFE]
