@@ -99,7 +99,8 @@ def has_runtime(source: SourceFile) -> bool:
     return False
 
 
-def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Union[tuple[tuple[Edit, ...], tuple[FileWrite, ...]], str]:
+def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None,
+                  site: Optional[cst.CSTNode] = None) -> Union[tuple[tuple[Edit, ...], tuple[FileWrite, ...]], str]:
     """What a fix adds for the runtime: (edits, files), or why it cannot (a hand-edited copy).
 
     In a package (``ctx.runtime``): two lines at the end of the file importing the package's
@@ -109,7 +110,7 @@ def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Unio
     a file that has the runtime already.
     """
     spot = ctx.runtime if ctx is not None else None
-    early = import_time_use(source)
+    early = import_time_use(source, site)
     if early:
         return early
     files: tuple[FileWrite, ...] = ()
@@ -126,13 +127,17 @@ def runtime_edits(source: SourceFile, ctx: Optional[RuleContext] = None) -> Unio
     return (RC.tail_edit(source.path, source.lines, text),), files
 
 
-def import_time_use(source: SourceFile) -> Optional[str]:
+def import_time_use(source: SourceFile, site: Optional[cst.CSTNode] = None) -> Optional[str]:
     """Why module-level code may run this file's functions before its last line, or None.
 
     The runtime (its import, or the inline copy) and the helpers are appended at the END of the
     file, so a rewritten call site that runs while the module is still executing (an ``if
     __name__ == "__main__":`` block, ``main()`` or ``Model()(x)`` at module level) would meet
-    ``NameError`` where the original ran."""
+    ``NameError`` where the original ran. Given the ``site`` (in a plain method of a class of this
+    file), a call of a function or class of this file whose code never names that class nor one
+    of its subclasses here (:func:`_may_reach`) is no reason: without the class no instance is
+    made, so the method does not run (transformers' ``ALL_ATTENTION_FUNCTIONS =
+    AttentionInterface()`` in modeling_utils.py)."""
     from graphmend.transforms.base import iter_nodes
 
     local = {s.name.value for s in source.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
@@ -143,13 +148,56 @@ def import_time_use(source: SourceFile) -> Optional[str]:
             return (f"the `if __name__ ...` block at line {source.line(stmt)} runs this file's code while the module "
                     "is still executing, before the runtime appended at its end is defined (NameError)")
         for call in iter_nodes(stmt, (cst.Call,)):
-            root = call.func
+            root, docstring = call.func, False
             while isinstance(root, (cst.Attribute, cst.Call)):
+                # a method of a docstring (``Model.method.__doc__.format(...)``): a str's, or None's
+                docstring = docstring or (root is not call.func and isinstance(root, cst.Attribute)
+                                          and root.attr.value == "__doc__")
                 root = root.value if isinstance(root, cst.Attribute) else root.func
-            if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend"):
+            if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend") \
+                    and not docstring and not (site is not None and root is call.func
+                                               and not _may_reach(source, call, site)):
                 return (f"`{root.value}(...)` at line {source.line(stmt)} runs this file's code while the module is "
                         "still executing, before the runtime appended at its end is defined (NameError)")
     return None
+
+
+def _may_reach(source: SourceFile, call: cst.Call, site: cst.CSTNode) -> bool:
+    """Whether a module-level ``call`` of a function or class of this file may run the method
+    around ``site``: True unless that method is an undecorated method of a module-level class
+    whose name, and its subclasses' here, are never read by the call (its arguments included),
+    by the code of what it calls, nor by the functions and classes of this file that code names
+    (followed by name)."""
+    from graphmend.transforms._analysis import dotted
+    from graphmend.transforms.base import iter_nodes
+
+    func = enclosing_function(source, site)
+    cls = _enclosing_class(source, site)
+    if func is None or cls is None or func.decorators or source.parent(cls) is not source.module \
+            or source.parent(source.parent(func)) is not cls:
+        return True
+    defs: dict[str, list[cst.CSTNode]] = {}
+    for s in source.module.body:
+        if isinstance(s, (cst.FunctionDef, cst.ClassDef)):
+            defs.setdefault(s.name.value, []).append(s)
+    owners, changed = {cls.name.value}, True
+    while changed:  # the class and its subclasses of this file
+        changed = False
+        for n, nodes in defs.items():
+            if n not in owners and any(isinstance(d, cst.ClassDef) and any(
+                    dotted(b.value).split(".")[-1] in owners for b in d.bases) for d in nodes):
+                owners.add(n)
+                changed = True
+    todo: list[cst.CSTNode] = [call]
+    seen: set[str] = set()
+    while todo:
+        for ref in iter_nodes(todo.pop(), (cst.Name,)):
+            if ref.value in owners:
+                return True
+            if ref.value in defs and ref.value not in seen:
+                seen.add(ref.value)
+                todo.extend(defs[ref.value])
+    return False
 
 
 def _has_inline(source: SourceFile) -> bool:

@@ -106,11 +106,13 @@ class DeferredCallRule(Transform):
         # a call the runtime makes from a failed trace: what may fail while tracing after it is no reason
         traced = not shown_from_trace(call, kind)
         foreign: tuple[str, ...] = ()
+        # under the entries of other files: a call the op makes in the graph, no record before it
+        in_graph = False
         if not placement.proven:
-            found = foreign_entries(source, call, ctx, traced)
+            found = foreign_entries(source, call, ctx, not traced)
             if isinstance(found, str):
                 return self._guard_fix(call, source, shown, placement, found)
-            foreign = found
+            foreign, in_graph = found
             placement = B.Placement(True, f"the forward of the compiled entry in another file of the package "
                                           f"({', '.join(_entry_shown(e) for e in foreign)})")
         line = B.call_line(source, call)
@@ -119,7 +121,7 @@ class DeferredCallRule(Transform):
             suffix = f', "{kind}")'
         else:
             suffix = f', "{kind}", {line}, "{function}")'
-        runtime = B.runtime_edits(source, ctx)
+        runtime = B.runtime_edits(source, ctx, call)
         if isinstance(runtime, str):
             return self.decline(source, call, runtime)
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
@@ -138,7 +140,7 @@ class DeferredCallRule(Transform):
             # of this file's: no boundary here is proven to run after the call).
             edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix[:-1] + f", entries=({', '.join(foreign)},))"),) \
                 + runtime[0]
-            raises = failure_after(source, call, traced)
+            raises = failure_after(source, call, traced, values=not in_graph)
             faults = {}
         if faults and not raises:
             if entries:
@@ -165,6 +167,13 @@ class DeferredCallRule(Transform):
                 f"fail), it is recorded with its arguments copied and replayed after the compiled call; under any "
                 f"other entry it runs as written."
             )
+            if in_graph:
+                notes = notes.replace("its code after the call was read and may not fail), it is recorded with its "
+                                      "arguments copied and replayed after the compiled call",
+                                      "its code before the call was read and makes no record), it is made in the "
+                                      "graph by the op graphmend::deferred, its arguments constants or sizes: an op "
+                                      "after it that fails when the graph runs comes after it, and a trace that fails "
+                                      "after it makes it first, as the original did")
         if faults and not raises:
             notes += notes_entries
         safety = Safety.SAFE

@@ -19,6 +19,16 @@ every frame between the entry and the call was read and shown to be safe:
   itself, before any op of the graph runs, so a record, or a call given a tensor, is lost with it
   (:func:`_trace_fault`; Python-level errors while tracing, a ``KeyError`` or an
   ``AttributeError``, make Dynamo run the frame eagerly, where the call runs as written);
+* a call the op makes in the graph (:func:`shown_from_trace`: arguments constants or sizes) is
+  made before whatever fails after it, when the graph runs or while Dynamo traces it, so neither
+  counts, provided no record is made before it in the region (the runtime records a call after a
+  record, to keep the order, and the records of a failed graph are lost): the code before the
+  call in every frame, and what it calls, is read and makes none (:func:`_record_before`);
+* where the class of ``self`` is known exactly (the entry's ``forward``, the outermost frame: the
+  runtime names the entry by ``type(self)``; the methods it calls on ``self``),
+  ``self.<method>(...)`` is followed into the file of the package that defines it, found as
+  Python's lookup does (:mod:`_mro`), and a function imported from a file of the package into
+  its own file; what cannot be resolved stays code not read;
 * no frame's function makes an output of its own (``print``, logging, ``warnings``,
   ``sys.stdout.write``): that file is not rewritten, so its output would stay immediate and
   appear before the deferred one although it came after it;
@@ -48,9 +58,13 @@ from graphmend.transforms.base import RuleContext, SourceError, SourceFile, iter
 _PLUMBING = ("_call_impl", "_wrapped_call_impl", "__call__", "inner")
 
 
-def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext, traced: bool = True) -> Union[tuple[str, ...], str]:
+def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext,
+                    shown: bool = False) -> Union[tuple[tuple[str, ...], bool], str]:
     """The entries (as ``entries=`` expressions) of other files a deferred ``call`` may be recorded
-    under, or why there are none (a failure while tracing after it counts when ``traced``)."""
+    under, and whether what may fail on values after it is no reason under any of them; or why
+    there are none. ``shown``: the runtime makes the call in the graph and from a failed trace
+    (:func:`shown_from_trace`), so a failure while tracing after it is no reason, nor one on
+    values under a stack where no record may be made before it (:func:`_record_before`)."""
     if ctx.root is None:
         return "no compiled entry of another file is known (static mode: no stack from a real run)"
     lines = range(source.line(call), source.end_line(call) + 1)
@@ -59,22 +73,31 @@ def foreign_entries(source: SourceFile, call: cst.Call, ctx: RuleContext, traced
         return "Dynamo reported no stack for the call, so its compiled entry is not known"
     entries: list[str] = []
     reasons: list[str] = []
-    cache: dict[str, SourceFile] = {}
+    follow = _Follow(ctx.root, {source.path: source})
+    waived = shown
     for stack in stacks:
-        found = _entry_of(source, stack, ctx.root, cache, traced)
+        found = _entry_of(source, call, stack, follow, shown)
         if isinstance(found, str):
             # Every stack must pass: the runtime knows the entry, not the path through it, and a
             # stack that fails may run under an entry another stack names (the same forward calling
             # the helper twice, an index that can fail between the calls).
             reasons.append(found)
-        elif found[0] not in entries:
+            continue
+        waived = waived and found[1]
+        if found[0] not in entries:
             entries.append(found[0])
-    return reasons[0] if reasons else tuple(sorted(entries))
+    return reasons[0] if reasons else (tuple(sorted(entries)), waived)
 
 
-def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: dict,
-              traced: bool = True) -> Union[str, tuple[str]]:
-    """(the entry expression,) for one stack through the call, or why it cannot be named."""
+def _entry_of(source: SourceFile, call: cst.Call, stack: tuple[Frame, ...], follow: "_Follow",
+              shown: bool = False) -> Union[str, tuple[str, bool]]:
+    """(the entry expression, whether failures on values are no reason) for one stack through the
+    call, or why it cannot be named.
+
+    The class of ``self`` is known exactly in the entry's ``forward`` when it is the outermost
+    frame (the runtime names the entry by ``type(self)``), and in each frame it calls as
+    ``self.<method>(...)``: there ``self.<name>(...)`` runs the method Python's lookup finds in the
+    class's bases, in whichever file of the package defines it (:mod:`_mro`), and is followed."""
     frames = [f for f in stack if f.inside_repo or not _plumbing(f)]
     if not frames or frames[-1].file != source.path:
         return "the stack Dynamo reported does not end at the call"
@@ -84,34 +107,56 @@ def _entry_of(source: SourceFile, stack: tuple[Frame, ...], root: str, cache: di
         return (f"the compiled entry reaches the call through {outside.function}() outside the repository, whose "
                 "code after the call was not read")
     entry: Optional[tuple[SourceFile, cst.ClassDef]] = None
+    read: list[tuple[Frame, SourceFile, cst.Call]] = []
     for frame in callers:
-        other = _read(root, frame.file, cache)
+        other = follow.read(frame.file)
         if isinstance(other, str):
             return other
         site = _call_at(other, frame)
         if site is None:
             return f"no call at {frame.file}:{frame.line} in {frame.function}() to follow"
-        func = B.enclosing_function(other, site)
-        shown = f"{frame.file}:{frame.line}"
-        reason = failure_after(other, site, traced)
-        if reason:
-            return f"under the entry calling it at {shown}: {reason}"
-        output = _output_in(other, func)
-        if output:
-            return (f"{frame.function}() at {shown} makes output of its own ({output}), which would stay immediate and "
-                    "appear before the deferred call's although it came after it")
+        read.append((frame, other, site))
         cls = B._enclosing_class(other, site)
         if entry is None and frame.function == "forward" and cls is not None \
                 and cls.name.value in B.module_classes_with_forward(other) and other.parent(cls) is other.module:
             entry = (other, cls)
     if entry is None:
         return "no forward of a module class of the repository is on the stack above the call (no entry to name)"
-    name = _relative_name(source.path, entry[0].path, root)
+    # self's class in each frame (None where not known), the call's own frame last
+    selves: list[Optional[tuple[str, str]]] = []
+    known = (entry[0].path, entry[1].name.value) if read[0][1] is entry[0] and read[0][0].function == "forward" \
+        and B._enclosing_class(entry[0], read[0][2]) is entry[1] else None
+    for k, (frame, other, site) in enumerate(read):
+        selves.append(known)
+        callee = frames[k + 1].function
+        if not (isinstance(site.func, cst.Attribute) and isinstance(site.func.value, cst.Name)
+                and site.func.value.value == "self" and site.func.attr.value == callee):
+            known = None
+    selves.append(known)
+    values = True
+    if shown:
+        # Made in the graph by the op unless a record came before it in the region (the call
+        # after a record is recorded too, to keep the order): then a failure on values loses it.
+        before = None
+        for (frame, other, site), self_type in zip([*read, (frames[-1], source, call)], selves):
+            before = before or _record_before(follow, other, site, self_type, frame)
+        values = before is not None
+    for (frame, other, site), self_type in zip(read, selves):
+        func = B.enclosing_function(other, site)
+        where = f"{frame.file}:{frame.line}"
+        reason = failure_after(other, site, not shown, values, follow, self_type)
+        if reason:
+            return f"under the entry calling it at {where}: {reason}" + (f" ({before})" if shown and values else "")
+        output = _output_in(other, func)
+        if output:
+            return (f"{frame.function}() at {where} makes output of its own ({output}), which would stay immediate and "
+                    "appear before the deferred call's although it came after it")
+    name = _relative_name(source.path, entry[0].path, follow.root)
     if name is None:
         return (f"{entry[0].path} and {source.path} are not in one package (a folder between them has no "
                 "__init__.py), so the entry's module cannot be named from the call's")
     levels, module = name
-    return (f"__name__.rsplit('.', {levels})[0] + {'.' + module + '.' + entry[1].name.value!r}",)
+    return f"__name__.rsplit('.', {levels})[0] + {'.' + module + '.' + entry[1].name.value!r}", not values
 
 
 def _plumbing(frame: Frame) -> bool:
@@ -119,16 +164,34 @@ def _plumbing(frame: Frame) -> bool:
     return "torch" in parts and frame.function in _PLUMBING
 
 
-def _read(root: str, rel: str, cache: dict) -> Union[SourceFile, str]:
-    if rel in cache:
-        return cache[rel]
-    from graphmend.sources import SourceError as ReadError, read_source
+class _Follow:
+    """The files of the repository read while following a compiled entry's code (each parsed
+    once), their programs, and the package's class hierarchy (:class:`_mro.Hierarchy`)."""
 
-    try:
-        cache[rel] = SourceFile(rel, read_source(root, rel))
-    except (ReadError, SourceError, OSError, ValueError) as exc:
-        return f"{rel}, which calls into this file, cannot be read: {exc}"
-    return cache[rel]
+    def __init__(self, root: str, cache: dict):
+        from graphmend.transforms._mro import Hierarchy
+
+        self.root = root
+        self.cache: dict[str, Union[SourceFile, str]] = dict(cache)
+        self.programs: dict[str, object] = {}
+        self.hierarchy = Hierarchy(root, self.read)
+
+    def read(self, rel: str) -> Union[SourceFile, str]:
+        if rel not in self.cache:
+            from graphmend.sources import SourceError as ReadError, read_source
+
+            try:
+                self.cache[rel] = SourceFile(rel, read_source(self.root, rel))
+            except (ReadError, SourceError, OSError, ValueError) as exc:
+                self.cache[rel] = f"{rel}, which calls into this file, cannot be read: {exc}"
+        return self.cache[rel]
+
+    def program(self, source: SourceFile):
+        from graphmend.transforms._reach import _Program
+
+        if source.path not in self.programs:
+            self.programs[source.path] = _Program(source)
+        return self.programs[source.path]
 
 
 def _call_at(source: SourceFile, frame: Frame) -> Optional[cst.Call]:
@@ -330,29 +393,39 @@ def _traced_reason(fault: str, where: str) -> str:
             "the graph runs, where a record is lost)")
 
 
-def failure_after(source: SourceFile, call: cst.Call, traced: bool = True) -> Optional[str]:
+def failure_after(source: SourceFile, call: cst.Call, traced: bool = True, values: bool = True,
+                  follow: Optional["_Follow"] = None, self_type: Optional[tuple[str, str]] = None) -> Optional[str]:
     """Why something that runs after ``call`` in its function (or again in a loop around it), or in
     what that runs, may fail on the values it is given inside the same compiled graph, or None.
     Failures while Dynamo traces count when ``traced`` (the call is not one the runtime makes
-    from a failed trace: :func:`shown_from_trace`).
+    from a failed trace: :func:`shown_from_trace`); failures on values when ``values`` (not when
+    the op makes the call in the graph, before a later op of it fails, and no record comes before
+    it: :func:`_record_before`).
 
     What the same-file case checks (:func:`R.region_may_raise`: a check that may be lowered in a
     class in the graph with this one, an index held in a tensor after the call) and, following
     every call made after it into the functions, methods and submodules of this file whole: an
     indexing call or subscript by a tensor, a lookup module (``nn.Embedding``: an id out of range
     fails). Only what runs under the entry on the stack counts (the other classes that may use
-    this one are other entries, under which the call runs as written). A call this file does not define (another
-    file's method or module, a value it cannot name) is not shown free of failures."""
-    from graphmend.transforms._reach import _Program
-
+    this one are other entries, under which the call runs as written). Where the class of
+    ``self`` is known exactly (``self_type``, with ``follow``), ``self.<method>(...)`` is followed
+    into the file of the package that defines it. Any other call this file does not define
+    (another file's function or module, a value it cannot name) is not shown free of failures."""
     reason = R.region_may_raise(source, call)
     if reason:
         return reason
     func = B.enclosing_function(source, call)
     if func is None:
         return None
-    program = _Program(source)
-    return _failure_in(program, _after(source, call, func), func, {id(func)}, traced=traced)
+    program = follow.program(source) if follow is not None else _program(source)
+    return _failure_in(program, _after(source, call, func), func, {id(func)}, traced=traced, values=values,
+                       follow=follow, self_type=self_type)
+
+
+def _program(source: SourceFile):
+    from graphmend.transforms._reach import _Program
+
+    return _Program(source)
 
 
 def trace_faults(source: SourceFile, call: cst.Call) -> tuple[Optional[str], dict[str, str]]:
@@ -361,12 +434,10 @@ def trace_faults(source: SourceFile, call: cst.Call) -> tuple[Optional[str], dic
     call in its function (and what that calls here), or None; and, for each module class whose
     compiled entry may run it, why its methods may (a caller may run more after the call
     returned: the call is deferred under the other entries only)."""
-    from graphmend.transforms._reach import _Program
-
     func = B.enclosing_function(source, call)
     if func is None:
         return None, {}
-    program = _Program(source)
+    program = _program(source)
     own = _failure_in(program, _after(source, call, func), func, {id(func)}, values=False)
     faults: dict[str, str] = {}
     for name in sorted(R._entries_of(source, call)):
@@ -389,10 +460,11 @@ def _after(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> list[cs
 
 
 def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int], traced: bool = True,
-                values: bool = True) -> Optional[str]:
-    """The first reason in ``nodes`` (and what they call of this file): a failure on values, a lookup
-    or code not read when ``values``; a failure while tracing when ``traced`` (code not read counts
-    as one when not ``values``)."""
+                values: bool = True, follow: Optional[_Follow] = None,
+                self_type: Optional[tuple[str, str]] = None) -> Optional[str]:
+    """The first reason in ``nodes`` (and what they call of this file, or of the package where
+    ``self``'s class is known): a failure on values, a lookup or code not read when ``values``; a
+    failure while tracing when ``traced`` (code not read counts as one when not ``values``)."""
     from graphmend.transforms._effects import code
 
     source = program.source
@@ -411,31 +483,143 @@ def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int], traced: b
         if values and _lookup(program, node, owner):
             return (f"`{code(node)}` {where} looks ids up in an embedding table after the call in the same compiled "
                     "graph (an id out of range fails), and the records of a graph that fails are lost")
-        targets, why = _resolve(program, node, owner)
+        targets, why = _resolve(program, node, owner, follow, self_type)
         if why and values:
             return (f"{why} {where}, after the call in the same compiled graph: its code was not shown free of "
                     "failures (the records of a graph that fails are lost)")
         if not targets:
             found = found or _located(node, where)
-        for target in targets:
+        for target_program, target, target_self in targets:
             if id(target) in seen:
                 continue
             seen.add(id(target))
-            inner = _failure_in(program, _runs(target.body), target, seen, traced, values)
+            inner = _failure_in(target_program, _runs(target.body), target, seen, traced, values, follow, target_self)
             if inner:
                 return inner
     # a failure on values is named first (the reason the same-file rules give); then one in tracing
     return _traced_reason(*found) if found and traced else None
 
 
-def _resolve(program, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
-    """The functions of this file ``call`` runs, and why it may run code not read (or '' if not).
+def _before(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> list[cst.CSTNode]:
+    """What runs before ``call`` in ``func``: what starts before it, its callee and arguments, and,
+    in a loop around it, what runs after it before its next iteration (not what holds it)."""
+    start = source.positions[call].start
+    inside = {id(n) for n in iter_nodes(call, _AFTER)} - {id(call)}
+    return [n for n in _runs(func.body) if not any(m is call for m in iter_nodes(n, (cst.Call,))) and (
+        id(n) in inside or (source.positions[n].start.line, source.positions[n].start.column) < (start.line, start.column)
+        or R._same_loop(source, n, call, func))]
+
+
+def _record_before(follow: _Follow, source: SourceFile, call: cst.Call, self_type: Optional[tuple[str, str]],
+                   frame: Frame) -> Optional[str]:
+    """Why a record may be made before ``call`` in its function (frame of the entry's stack), or
+    in what that runs, or None. A deferred call after a record in the region is recorded too (the
+    runtime keeps the order), and is lost when its graph fails on values: an output call that may
+    be deferred as a record (a Logger's method, arguments the op cannot carry) or code not read
+    (it may hold one) before it keeps failures on values a reason. Not read, as elsewhere in
+    this analysis: a property's getter (``self.dtype``) and a module hook, which are assumed to
+    make no record."""
+    func = B.enclosing_function(source, call)
+    if func is None:
+        return f"{frame.function}() at {frame.file}:{frame.line} is not a function this analysis reads"
+    program = follow.program(source)
+    return _records_in(follow, program, _before(source, call, func), func, {id(func)}, self_type)
+
+
+def _records_in(follow: _Follow, program, nodes, func: cst.FunctionDef, seen: set[int],
+                self_type: Optional[tuple[str, str]]) -> Optional[str]:
+    from graphmend.transforms._analysis import dotted
+    from graphmend.transforms._deferral import _is_output
+    from graphmend.transforms._effects import code
+
+    source = program.source
+    owner = program.owner.get(id(func))
+    for node in nodes:
+        if not isinstance(node, cst.Call):
+            continue
+        where = f"at {source.path}:{source.line(node)}"
+        callee = node.func
+        if isinstance(callee, cst.Call) and dotted(callee.func) == B.DEFERRED:
+            kind = callee.args[1].value if len(callee.args) > 1 else None
+            plain = node.with_changes(func=callee.args[0].value) if callee.args else node
+            if not (isinstance(kind, cst.SimpleString) and shown_from_trace(plain, kind.evaluated_value)):
+                return f"the deferred `{code(node)}` {where}, before it in the region, may be a record"
+            continue
+        if _is_output(node):
+            name = dotted(callee)
+            kind = ("call" if name == "print" else "warn" if name in ("warn", "warnings.warn")
+                    else "root-log" if name.split(".")[0] == "logging" and name.count(".") == 1 else "log")
+            if not shown_from_trace(node, kind):
+                return f"`{code(node)}` {where}, before it in the region, may be deferred as a record"
+            continue
+        targets, why = _resolve(program, node, owner, follow, self_type)
+        if why and not (self_type is not None and isinstance(callee, cst.Attribute) and dotted(callee.value) == "self"
+                        and follow.hierarchy.torch_submodule(self_type, callee.attr.value)):
+            # (a module of torch's runs no code of the package, so no record)
+            return f"{why} {where}, before it in the region: code not read, which may make a record"
+        for target_program, target, target_self in targets:
+            if id(target) in seen:
+                continue
+            seen.add(id(target))
+            inner = _records_in(follow, target_program, _runs(target.body), target, seen, target_self)
+            if inner:
+                return inner
+    return None
+
+
+def _resolve(program, call: cst.Call, owner: Optional[str], follow: Optional[_Follow] = None,
+             self_type: Optional[tuple[str, str]] = None) -> tuple[list[tuple[object, cst.FunctionDef, Optional[tuple[str, str]]]], str]:
+    """The functions ``call`` runs (each with its program and the class of its ``self`` where
+    known), and why it may run code not read (or '' if not).
 
     What may fail on values is judged by :func:`R._value_fault` (indexing calls by name); here
-    only whose code runs matters: a function, method or submodule of this file is followed; a
-    torch function, a builtin, a method of a value (a tensor's) runs no code of the repository;
-    anything else (a function of another module, a method or submodule another file defines, a
-    callable held in a variable) is code not read."""
+    only whose code runs matters: a function, method or submodule of this file is followed, and,
+    where the class of ``self`` is known exactly, ``self.<method>(...)`` in the file of the
+    package that defines it (:meth:`_mro.Hierarchy.lookup`); a torch function, a builtin, a
+    method of a value (a tensor's) runs no code of the repository; anything else (a function of
+    another module, a method or submodule another file defines, a callable held in a variable) is
+    code not read."""
+    func = call.func
+    on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+    if follow is not None and self_type is not None and on_self:
+        found = follow.hierarchy.lookup(self_type, func.attr.value)  # type: ignore[union-attr]
+        if not isinstance(found, str):
+            return [(follow.program(found[0]), found[2], self_type)], ""
+        submodules = _submodule_forwards(follow, program, self_type, func.attr.value)  # type: ignore[union-attr]
+        if submodules:
+            return submodules, ""
+    if follow is not None and isinstance(func, cst.Name) and func.value not in program.functions \
+            and B.module_binds(program.source, func.value) and not _local(program.source, call, func.value):
+        imported = follow.hierarchy.function_named(program.source.path, func.value)
+        if not isinstance(imported, str):
+            return [(follow.program(imported[0]), imported[1], None)], ""
+    targets, why = _resolve_here(program, call, owner)
+    # a method of self (the same object) keeps its class; a submodule's forward is another object
+    return [(program, t, self_type if on_self and t.name.value == func.attr.value else None)  # type: ignore[union-attr]
+            for t in targets], why
+
+
+def _submodule_forwards(follow: _Follow, program, self_type: tuple[str, str], attr: str) -> list:
+    """The forwards ``self.attr(...)`` runs when ``self`` is exactly ``self_type``, a class of this
+    file whose ``attr`` is only ever built from classes of this file (each instance exactly that
+    class: its forward found by Python's lookup), with the class of each; [] when not shown."""
+    if self_type[0] != program.source.path or self_type[1] not in program.classes \
+            or follow.hierarchy.assigned_outside(self_type, attr) is not None:
+        return []
+    kinds = program.submodule(self_type[1], attr)
+    if not kinds or not all(kinds):
+        return []
+    found = []
+    for kind in kinds:
+        forward = follow.hierarchy.lookup((program.source.path, kind), "forward")
+        if isinstance(forward, str):
+            return []
+        found.append((follow.program(forward[0]), forward[2], (program.source.path, kind)))
+    return found
+
+
+def _resolve_here(program, call: cst.Call, owner: Optional[str]) -> tuple[list[cst.FunctionDef], str]:
+    """The functions of this file ``call`` runs, and why it may run code not read (or '' if not)."""
     from graphmend.transforms._analysis import dotted
     from graphmend.transforms._effects import code
     from graphmend.transforms._reach import BUILTIN_EXCEPTIONS, NON_WRITING_BUILTINS, READ_METHODS, RUNTIME_PURE

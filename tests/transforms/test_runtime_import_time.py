@@ -101,3 +101,57 @@ def test_a_module_of_a_repository_whose_root_is_a_package_gets_the_runtime_inlin
         assert out.getvalue() == "sum tensor(4.)\n"
     finally:
         sys.modules.pop("rootmod", None)
+
+
+@pytest.mark.parametrize("tail, fixed", [
+    # transformers' modeling_utils.py formats a docstring at module level (of a method, here the class's)
+    ('\n\nif M.__doc__ is not None:\n    M.__doc__ = M.__doc__.format(x="y")\n', True),
+    ('\n\nNOTE = str(M.__doc__).format(M()(torch.ones(2)))\n', False),
+])
+def test_a_method_of_a_docstring_runs_nothing_of_the_file_but_its_arguments_may(tmp_path, tail, fixed):
+    program = MODEL + tail
+    torch._dynamo.reset()
+    expected = _run(tmp_path, program)
+    result = fix_program(program, threshold=Safety.SAFE)
+    assert bool(result.applied) is fixed, [d.reason for d in result.declined if isinstance(d, Decline)]
+    torch._dynamo.reset()
+    assert _run(tmp_path, result.text) == expected
+
+
+PRINTS = '''import torch
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        print("sum", x.shape)
+        return x + 1
+
+
+class Registry:
+    def __init__(self):
+        self.items = {}
+
+    def build(self):
+        return {build}
+
+
+def register(cls):
+    return cls
+'''
+
+
+@pytest.mark.parametrize("build, tail, fixed", [
+    # transformers' modeling_utils.py: `ALL_ATTENTION_FUNCTIONS = AttentionInterface()`
+    ("dict(self.items)", "\n\nREGISTRY = Registry()\n", True),
+    ("M()", "\n\nREGISTRY = Registry()\nREGISTRY.build()(torch.ones(2))\n", False),  # names the class: may run it
+    ("dict(self.items)", "\n\nKEPT = register(M)\n", False),  # the class handed to a function of the file
+])
+def test_code_at_import_that_never_names_the_class_of_a_deferred_call_does_not_keep_it(tmp_path, build, tail, fixed):
+    program = PRINTS.replace("{build}", build) + tail
+    torch._dynamo.reset()
+    expected = _run(tmp_path, program)
+    result = fix_program(program, threshold=Safety.SAFE)
+    assert [f.rule for f in result.applied] == (["GM201"] if fixed else []), \
+        [d.reason for d in result.declined if isinstance(d, Decline)]
+    torch._dynamo.reset()
+    assert _run(tmp_path, result.text) == expected
