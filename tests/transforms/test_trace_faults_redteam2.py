@@ -1,0 +1,77 @@
+"""Red team for the output of a failed compile, second round: a failed trace's calls (the
+boundary's ``_graphmend_show_traced``) with exceptions the program catches, no_grad, recompile
+limits and dynamic shapes.
+
+Programs run as in ``test_runtime_trace_faults``: the fixed program's printed text, warnings and
+log records (with their lines, in one ordered stream) must be what the original shows
+uncompiled, and each call's value or exception what the original gives compiled the same way. A
+test marked ``xfail(strict=True)`` is a program the rules rewrite (safe) today that then shows or
+returns something else; the reason says what.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.transforms.test_runtime_trace_faults import (  # noqa: E402
+    CALLS, OK, PROGRAM, WIDE, _anonymous, _fixed, _run, _same)
+from tests.transforms.test_trace_faults_redteam import NESTED, _fixed_all, _symbols  # noqa: E402
+
+# The outer module falls back to zeros when the inner one fails (a model that tolerates a bad
+# input width, say): the inner failure is an exception the program itself catches.
+CAUGHT = NESTED.replace("        y = self.inner(x)\n", "        try:\n            y = self.inner(x)\n"
+                        "        except RuntimeError:\n            y = torch.zeros(1, 2)\n")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the inner module's failure is found while tracing the outer frame, which the fix made one graph: it is raised "
+    "where the outer forward starts, outside its try, so the fixed program raises TorchRuntimeError (and never logs "
+    "'after') where the original, whose inner call ran as a frame of its own inside the try, caught it and returned "
+    "zeros"))
+@pytest.mark.parametrize("middle", ["pass", "torch._dynamo.graph_break()"])
+def test_a_failure_of_a_nested_module_the_forward_catches(tmp_path, middle):
+    text = CAUGHT.format(middle=middle)
+    calls = [OK, WIDE, OK]
+    shown, _ = _anonymous(_run(tmp_path, text, "uncompiled", calls))
+    _, outcomes = _anonymous(_run(tmp_path, text, "eager", calls))
+    assert [o[0] for o in outcomes] == ["value"] * 3  # the original compiled catches the failure
+    events, got = _anonymous(_run(tmp_path, _fixed_all(text), "eager", calls))
+    assert events == shown and _symbols(got) == _symbols(outcomes)
+
+
+# --- holding ----------------------------------------------------------------------------------
+
+# The projection tried in a try whose except falls back to a slice: the failure found while
+# tracing is raised at the frame's start, in the original (in its resumed frame) and in the fix.
+TRIED = PROGRAM.replace("        return self.proj(x)[i] * 2\n", "        try:\n            y = self.proj(x)\n"
+                        "        except RuntimeError:\n            y = x[:, :2]\n        return y[i] * 2\n")
+
+
+@pytest.mark.parametrize("text", [
+    TRIED.format(middle="pass"),
+    PROGRAM.format(middle="pass").replace("    def forward", "    @torch.no_grad()\n    def forward"),
+    PROGRAM.format(middle="pass").replace("        print(", "        with torch.no_grad():\n            x = x * 1\n"
+                                          "        print(", 1),
+], ids=["try in forward", "no_grad forward", "no_grad region before"])
+def test_a_failed_trace_in_a_try_or_under_no_grad(tmp_path, text):
+    _same(tmp_path, text, CALLS, "eager")
+
+
+def test_the_recompile_limit_falls_back_to_eager(tmp_path):
+    """After one recompile Dynamo runs the frame eagerly: the calls made there are each shown once,
+    the failed trace's before its error."""
+    text = PROGRAM.format(middle="pass")
+    calls = [(torch.ones(1, 4), 0), (torch.ones(1, 4), 1), (torch.ones(2, 4), 1), WIDE, (torch.ones(1, 3), 1), OK]
+    with torch._dynamo.config.patch(recompile_limit=1):
+        _same(tmp_path, text, calls, "eager")
+
+
+def test_dynamic_true(tmp_path):
+    """``dynamic=True`` traces every size as a symbol from the first call: the sizes shown for a
+    failed trace are the call's own."""
+    text = PROGRAM.format(middle="pass")
+    shown, _ = _anonymous(_run(tmp_path, text, "uncompiled", CALLS))
+    _, outcomes = _anonymous(_run(tmp_path, text, "eager", CALLS, dynamic=True))
+    assert _anonymous(_run(tmp_path, _fixed(text), "eager", CALLS, dynamic=True)) == (shown, outcomes)
