@@ -23,25 +23,55 @@ from tests.transforms.test_trace_faults_redteam import NESTED, _fixed_all, _symb
 # input width, say): the inner failure is an exception the program itself catches.
 CAUGHT = NESTED.replace("        y = self.inner(x)\n", "        try:\n            y = self.inner(x)\n"
                         "        except RuntimeError:\n            y = torch.zeros(1, 2)\n")
+# The same in one forward: the calls and the projection in a try whose except falls back to a slice.
+CAUGHT_HERE = PROGRAM.replace('''        print("projecting", x.shape, x.dim(), 2.5, None)
+        warnings.warn("careful", FutureWarning)
+        logging.warning("width %d", 4)
+        {middle}
+        return self.proj(x)[i] * 2
+''', '''        try:
+            print("projecting", x.shape, x.dim(), 2.5, None)
+            warnings.warn("careful", FutureWarning)
+            logging.warning("width %d", 4)
+            {middle}
+            y = self.proj(x)
+        except RuntimeError:
+            y = x[:, :2]
+        return y[i] * 2
+''')
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the inner module's failure is found while tracing the outer frame, which the fix made one graph: it is raised "
-    "where the outer forward starts, outside its try, so the fixed program raises TorchRuntimeError (and never logs "
-    "'after') where the original, whose inner call ran as a frame of its own inside the try, caught it and returned "
-    "zeros"))
-@pytest.mark.parametrize("middle", ["pass", "torch._dynamo.graph_break()"])
-def test_a_failure_of_a_nested_module_the_forward_catches(tmp_path, middle):
-    text = CAUGHT.format(middle=middle)
+    "a failure found while tracing is raised where the compiled frame starts: in the original the graph break of "
+    "the print (its own, or the inner module's) made the failing code a frame of its own, called inside the "
+    "program's try, which caught the error and fell back; the fix makes it one frame, whose compile fails outside "
+    "the try, so the fixed program raises TorchRuntimeError (and the nested one never logs 'after')"))
+@pytest.mark.parametrize("where, middle", [("nested module", "pass"), ("nested module", "torch._dynamo.graph_break()"),
+                                           ("same forward", "pass")])
+def test_a_failure_found_while_tracing_that_the_forward_catches(tmp_path, where, middle):
+    _caught(tmp_path, where, middle)
+
+
+def _caught(tmp_path, where, middle):
+    if where == "nested module":
+        text, fixed = CAUGHT.format(middle=middle), _fixed_all
+    else:
+        text, fixed = CAUGHT_HERE.format(middle=middle), _fixed
     calls = [OK, WIDE, OK]
     shown, _ = _anonymous(_run(tmp_path, text, "uncompiled", calls))
     _, outcomes = _anonymous(_run(tmp_path, text, "eager", calls))
     assert [o[0] for o in outcomes] == ["value"] * 3  # the original compiled catches the failure
-    events, got = _anonymous(_run(tmp_path, _fixed_all(text), "eager", calls))
+    events, got = _anonymous(_run(tmp_path, fixed(text), "eager", calls))
     assert events == shown and _symbols(got) == _symbols(outcomes)
 
 
 # --- holding ----------------------------------------------------------------------------------
+
+
+def test_a_graph_break_left_in_the_try_keeps_the_failure_inside_it(tmp_path):
+    """A graph break the fix leaves after the calls, in the try: the projection is traced in a
+    frame of its own, called inside the try, as in the original."""
+    _caught(tmp_path, "same forward", "torch._dynamo.graph_break()")
 
 # The projection tried in a try whose except falls back to a slice: the failure found while
 # tracing is raised at the frame's start, in the original (in its resumed frame) and in the fix.
