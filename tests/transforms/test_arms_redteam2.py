@@ -61,6 +61,12 @@ class Mask(nn.Module):
 Linear = Mask
 """
 
+_SIGN = """
+class Sign(nn.Module):
+    def forward(self, x):
+        return x > 0
+"""
+
 # Code of the file that changes what `self.proj(x)` returns without a `self.proj = ...`, a hook
 # registered by name or a store to an attribute named `proj`: each makes it a bool tensor (or a
 # float8 one, on which `1 - h` raises too), where the branch not taken computes `1 - h`.
@@ -81,6 +87,11 @@ RETOUCHED = {
         "from torch.nn.modules.module import register_module_forward_hook as on_every_forward\n", "nn.Linear(3, 3)",
         "self.probe = on_every_forward(lambda m, a, out: out > 0 if isinstance(m, nn.Linear) else out)"),
     "torch.nn's name rebound in the file": (_MASK, "Linear(3, 3)", ""),
+    "torch.nn's name rebound in __init__": (
+        _SIGN, "torch.nn.Linear(3, 3)",
+        "import types\n        nn = types.SimpleNamespace(Linear=lambda *sizes: Sign())  # the probe build\n"
+        "        self.proj = nn.Linear(3, 3)"),
+    "the registry through __dict__": (_SIGN, "nn.Linear(3, 3)", 'self.__dict__["_modules"]["proj"] = Sign()'),
 }
 
 
@@ -98,7 +109,7 @@ def global_hooks():
     "output_classes trusts `h = self.proj(x)` to be floating while code of the same file changes what the call "
     "returns without a store to an attribute named `proj` or a hook registered by name (setattr on the submodule, "
     "a local name for it, Module.type/apply/to(float8), a registrar under another name, vars(), a torch.nn name "
-    "rebound): `1 - h` in the branch not taken raises on the bool (or float8) output the original never subtracted"))
+    "rebound, the registry through __dict__): `1 - h` in the branch not taken raises on the bool (or float8) output the original never subtracted"))
 @pytest.mark.parametrize("form", sorted(SITES))
 @pytest.mark.parametrize("case", list(RETOUCHED))
 def test_a_submodule_changed_by_other_code_of_the_file(tmp_path, global_hooks, case, form):
