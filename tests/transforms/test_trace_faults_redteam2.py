@@ -105,3 +105,14 @@ def test_dynamic_true(tmp_path):
     shown, _ = _anonymous(_run(tmp_path, text, "uncompiled", CALLS))
     _, outcomes = _anonymous(_run(tmp_path, text, "eager", CALLS, dynamic=True))
     assert _anonymous(_run(tmp_path, _fixed(text), "eager", CALLS, dynamic=True)) == (shown, outcomes)
+
+
+@pytest.mark.parametrize("middle", ['if x.shape[-1] != 4:\n            raise ValueError("bad width")',
+                                    'assert x.shape[-1] == 4, "bad width"',
+                                    'torch._check(x.shape[-1] == 4, lambda: "bad width")'],
+                         ids=["raise", "assert", "torch._check"])
+def test_a_check_of_the_width_after_the_calls(tmp_path, middle):
+    """The program's own check of the input, traced after the calls: raised (ValueError and
+    AssertionError as themselves, torch._check's as a failure found while tracing) after each
+    call is shown once."""
+    _same(tmp_path, PROGRAM.format(middle=middle), [OK, WIDE, OK, WIDE], "eager")
