@@ -235,13 +235,27 @@ full_like empty_like rand_like randn_like randint_like
 _PLAIN_METHODS = frozenset("float double half bfloat16 long int bool short to clone contiguous detach".split())
 
 
-def _plain(value: cst.BaseExpression) -> bool:
-    """Whether ``value`` is evidently a fresh tensor that requires no grad: a call of a torch
-    factory (``torch.zeros(3)``), maybe converted (``.float()``, ``.to(device)``), asked for no
-    grad. A name, an argument or another call may hold a tensor that requires grad."""
-    if any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "requires_grad"
-           for n in iter_tree(value)) or "requires_grad" in code(value):
+def _plain(value: cst.BaseExpression, func: Optional[cst.FunctionDef], depth: int = 0) -> bool:
+    """Whether ``value`` (in ``func``) is evidently a tensor that requires no grad, or a number: a
+    call of a torch factory (``torch.arange(0, dim, 2)``), maybe converted (``.float()``,
+    ``.to(device)``), asked for no grad; arithmetic of such values and numbers; a name ``func``
+    binds once to one, or a parameter of ``func`` whose default is a number (``dim=16``: taken to
+    be given numbers). Another name or argument, another call may hold a tensor that requires grad."""
+    if depth > 8 or "requires_grad" in code(value):
         return False
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.UnaryOperation):
+        return _plain(value.expression, func, depth + 1)
+    if isinstance(value, cst.BinaryOperation):
+        return _plain(value.left, func, depth + 1) and _plain(value.right, func, depth + 1)
+    if isinstance(value, cst.Name) and func is not None:
+        if any(p.name.value == value.value and isinstance(p.default, (cst.Integer, cst.Float))
+               for p in func.params.params):
+            return True
+        bound = [n.value for n in iter_tree(func.body) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                 and any(value.value in _target_names(t) for t in _targets(n))]
+        return len(bound) == 1 and bound[0] is not None and _plain(bound[0], func, depth + 1)
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
             and value.func.attr.value in _PLAIN_METHODS:
         value = value.func.value
@@ -251,9 +265,22 @@ def _plain(value: cst.BaseExpression) -> bool:
     return head == "torch" and rest in _PLAIN_FACTORIES
 
 
+def _targets(node: cst.CSTNode) -> list[cst.CSTNode]:
+    return [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
+
+
+def _target_names(target: cst.CSTNode) -> set[str]:
+    """The names a store's target binds, in tuples and lists too (never one of ``a.b``, ``a[0]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _target_names(e.value)}
+    return _target_names(target.value) if isinstance(target, cst.StarredElement) else set()
+
+
 def buffers(cls: cst.ClassDef, module: cst.Module) -> set[str]:
     """Names the class registers with ``self.register_buffer("name", value)``, where ``value``
-    is a fresh tensor asked for no grad (:func:`_plain`): state, not a trained leaf
+    is a tensor evidently asked for no grad (:func:`_plain`): state, not a trained leaf
     (``requires_grad_()`` on the module and optimizers leave it alone). Anything in the file that
     may make one require grad leaves it out: a name also bound otherwise (``self.name = ...``, a
     second registration that is not plain), one made to require grad anywhere in the file
@@ -264,11 +291,14 @@ def buffers(cls: cst.ClassDef, module: cst.Module) -> set[str]:
     buffer is registered by a computed name or on another object, or the ``_buffers`` registry
     is used. Code of other files is not seen (a caller's ``model.t.requires_grad_()``)."""
     found: dict[str, bool] = {}
+    for func in (f for f in iter_tree(cls.body) if isinstance(f, cst.FunctionDef)):
+        for node in iter_tree(func.body):
+            if isinstance(node, cst.Call) and dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
+                name = node.args[0].value
+                if isinstance(name, cst.SimpleString):
+                    plain = _plain(node.args[1].value, func)  # (in a nested function: judged in each)
+                    found[name.evaluated_value] = found.get(name.evaluated_value, True) and plain  # type: ignore[arg-type]
     for node in iter_tree(cls.body):
-        if isinstance(node, cst.Call) and dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
-            name = node.args[0].value
-            if isinstance(name, cst.SimpleString):
-                found[name.evaluated_value] = found.get(name.evaluated_value, True) and _plain(node.args[1].value)  # type: ignore[arg-type]
         if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute) \
                 and dotted(node.target.value) == "self":
             found[node.target.attr.value] = False

@@ -219,7 +219,10 @@ def test_a_buffer_made_to_require_grad_where_the_class_does_not_say(tmp_path, ca
     torch.testing.assert_close(after, before, rtol=0, atol=0, equal_nan=False)
 
 
-@pytest.mark.parametrize("init", [PLAIN, 'self.register_buffer("t", torch.zeros(3).float(), persistent=False)'])
+@pytest.mark.parametrize("init", [
+    PLAIN, 'self.register_buffer("t", torch.zeros(3).float(), persistent=False)',
+    'inv_freq = 1.0 / (10000 ** (torch.arange(0, 6, 2).float() / 6))\n        self.register_buffer("t", inv_freq * 0.0)',
+], ids=["factory", "converted", "computed in a local (rotary frequencies)"])
 def test_a_plain_buffer_is_state_and_the_sqrt_is_rewritten(init):
     """A buffer nothing asks to require grad is no gradient source: the common fix stays."""
     body = _TEMPERATURE.format(params="", init=init, more="")
