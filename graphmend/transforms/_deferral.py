@@ -140,6 +140,7 @@ class DeferredCallRule(Transform):
                 + runtime[0]
             raises = failure_after(source, call, traced)
             faults = {}
+        raises = raises or R.caught_around(source, call)
         if faults and not raises:
             if entries:
                 # Recorded only under the entries where nothing may fail after the call.
