@@ -142,6 +142,7 @@ class DeferredCallRule(Transform):
                 + runtime[0]
             raises = failure_after(source, call, traced, values=not in_graph)
             faults = {}
+        raises = raises or R.caught_around(source, call)
         if faults and not raises:
             if entries:
                 # Recorded only under the entries where nothing may fail after the call.

@@ -201,10 +201,8 @@ class Modules:
         self.writers: set[str] = set()  # self.<name> modules that write their argument
         self.vetted: set[str] = set()  # self.<name> modules known not to write their argument
         self.fresh: set[str] = set()  # self.<name> modules known to return a new tensor
-        self.buffers: set[str] = set()  # self.<name> registered as buffers (never require grad)
         if cls is None:
             return
-        self.buffers = _buffers(cls)
         seen: dict[str, list[bool]] = {}
         fresh: dict[str, list[bool]] = {}
         for node in iter_tree(cls.body):
@@ -226,43 +224,115 @@ class Modules:
         self.fresh = {n for n, oks in fresh.items() if all(oks)}
 
 
-def _buffers(cls: cst.ClassDef) -> set[str]:
+# torch functions whose result never requires grad, whatever they are given (``torch.tensor``
+# copies its data; ``as_tensor`` and ``cat`` do not: they keep a tensor's autograd history).
+_PLAIN_FACTORIES = frozenset("""
+zeros ones full empty arange linspace logspace eye rand randn randint randperm tensor zeros_like ones_like
+full_like empty_like rand_like randn_like randint_like
+""".split())
+# Tensor methods that keep a tensor that requires no grad so (their arguments are dtypes, devices
+# or sizes, never a tensor's values).
+_PLAIN_METHODS = frozenset("float double half bfloat16 long int bool short to clone contiguous detach".split())
+
+
+def _plain(value: cst.BaseExpression, func: Optional[cst.FunctionDef], depth: int = 0) -> bool:
+    """Whether ``value`` (in ``func``) is evidently a tensor that requires no grad, or a number: a
+    call of a torch factory (``torch.arange(0, dim, 2)``), maybe converted (``.float()``,
+    ``.to(device)``), asked for no grad; arithmetic of such values and numbers; a name ``func``
+    binds once to one, or a parameter of ``func`` whose default is a number (``dim=16``: taken to
+    be given numbers). Another name or argument, another call may hold a tensor that requires grad."""
+    if depth > 8 or "requires_grad" in code(value):
+        return False
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.UnaryOperation):
+        return _plain(value.expression, func, depth + 1)
+    if isinstance(value, cst.BinaryOperation):
+        return _plain(value.left, func, depth + 1) and _plain(value.right, func, depth + 1)
+    if isinstance(value, cst.Name) and func is not None:
+        if any(p.name.value == value.value and isinstance(p.default, (cst.Integer, cst.Float))
+               for p in func.params.params):
+            return True
+        bound = [n.value for n in iter_tree(func.body) if isinstance(n, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+                 and any(value.value in _target_names(t) for t in _targets(n))]
+        return len(bound) == 1 and bound[0] is not None and _plain(bound[0], func, depth + 1)
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and value.func.attr.value in _PLAIN_METHODS:
+        value = value.func.value
+    if not isinstance(value, cst.Call):
+        return False
+    head, _, rest = dotted(value.func).partition(".")
+    return head == "torch" and rest in _PLAIN_FACTORIES
+
+
+def _targets(node: cst.CSTNode) -> list[cst.CSTNode]:
+    return [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[attr-defined]
+
+
+def _target_names(target: cst.CSTNode) -> set[str]:
+    """The names a store's target binds, in tuples and lists too (never one of ``a.b``, ``a[0]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _target_names(e.value)}
+    return _target_names(target.value) if isinstance(target, cst.StarredElement) else set()
+
+
+def buffers(cls: cst.ClassDef, module: cst.Module) -> set[str]:
     """Names the class registers with ``self.register_buffer("name", value)``, where ``value``
-    is not asked to require grad. A buffer is state, not a trained leaf: ``requires_grad_()``
-    on the module and optimizers leave it alone. A name also bound otherwise (``self.name =
-    ...``, a second registration with a tensor that may require grad) is not counted, nor one
-    made to require grad (``torch.zeros(3).requires_grad_()``, ``self.name.requires_grad_()``,
-    ``self.name.requires_grad = True``); a tensor of the class made to require grad whose owner
-    is not a ``self.<name>`` (``for b in self.buffers(): b.requires_grad_()``) leaves none."""
+    is a tensor evidently asked for no grad (:func:`_plain`): state, not a trained leaf
+    (``requires_grad_()`` on the module and optimizers leave it alone). Anything in the file that
+    may make one require grad leaves it out: a name also bound otherwise (``self.name = ...``, a
+    second registration that is not plain), one made to require grad anywhere in the file
+    (``self.name.requires_grad_()``, ``self.name.requires_grad = True`` or ``|= True``, in this
+    class, a subclass or any other); and every buffer is left out where a tensor not named as
+    ``self.<name>`` is made to require grad (``for b in self.buffers(): b.requires_grad_()``,
+    ``model.t.requires_grad_()``), where ``requires_grad`` may be set by ``setattr``, where a
+    buffer is registered by a computed name or on another object, or the ``_buffers`` registry
+    is used. Code of other files is not seen (a caller's ``model.t.requires_grad_()``)."""
     found: dict[str, bool] = {}
+    for func in (f for f in iter_tree(cls.body) if isinstance(f, cst.FunctionDef)):
+        for node in iter_tree(func.body):
+            if isinstance(node, cst.Call) and dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
+                name = node.args[0].value
+                if isinstance(name, cst.SimpleString):
+                    plain = _plain(node.args[1].value, func)  # (in a nested function: judged in each)
+                    found[name.evaluated_value] = found.get(name.evaluated_value, True) and plain  # type: ignore[arg-type]
     for node in iter_tree(cls.body):
-        if isinstance(node, cst.Call) and dotted(node.func) == "self.register_buffer" and len(node.args) >= 2:
-            name = node.args[0].value
-            if isinstance(name, cst.SimpleString):
-                value = node.args[1].value
-                plain = not any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "requires_grad"
-                                for n in iter_tree(value)) and "Parameter" not in code(value) \
-                    and "requires_grad" not in code(value)
-                found[name.evaluated_value] = found.get(name.evaluated_value, True) and plain  # type: ignore[arg-type]
         if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute) \
                 and dotted(node.target.value) == "self":
             found[node.target.attr.value] = False
+    for node in iter_tree(module):
         if isinstance(node, cst.Attribute) and node.attr.value in ("requires_grad_", "requires_grad") \
-                and not _read_only(cls, node):
+                and not _read_only(module, node):
             owner = dotted(node.value)
             if owner.startswith("self.") and owner.count(".") == 1:
                 found[owner[5:]] = False
             else:
                 return set()
+        if isinstance(node, cst.Call):
+            leaf = node.func.attr.value if isinstance(node.func, cst.Attribute) else dotted(node.func)
+            first = node.args[0].value if node.args else None
+            if leaf in ("setattr", "__setattr__") and not (
+                    len(node.args) > 1 and isinstance(node.args[1].value, cst.SimpleString)
+                    and node.args[1].value.evaluated_value != "requires_grad"):
+                return set()
+            if leaf == "register_buffer" and (not isinstance(first, cst.SimpleString) or dotted(node.func) != "self.register_buffer"):
+                return set()
+        if isinstance(node, cst.Attribute) and node.attr.value == "_buffers" \
+                or isinstance(node, cst.SimpleString) and node.evaluated_value == "_buffers":
+            return set()
     return {n for n, ok in found.items() if ok}
 
 
-def _read_only(cls: cst.ClassDef, node: cst.Attribute) -> bool:
+def _read_only(module: cst.Module, node: cst.Attribute) -> bool:
     """Whether ``node`` (``<x>.requires_grad``) is only read: not called as ``requires_grad_``
-    and not a store's target."""
+    and not a store's target (``=``, ``|=``, an unpacking)."""
     if node.attr.value == "requires_grad_":
         return False
-    return not any(t.target is node for t in iter_tree(cls.body) if isinstance(t, cst.AssignTarget))
+    return not any(n is node for t in iter_tree(module)
+                   if isinstance(t, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)) for n in iter_tree(t.target))
+
 
 
 def _inplace_flag(call: cst.Call) -> bool:

@@ -33,6 +33,7 @@ What this cannot see: code in other files that sets such an attribute to None la
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -104,6 +105,7 @@ class Reads:
             s.name.value for s in source.module.body if isinstance(s, cst.FunctionDef))
         self.attributes = Attributes(source, self.classes, defined)
         self.origins = origins(source.module)
+        self._rebound: Optional[frozenset[str]] = None  # filled by _full
         self.cls: Optional[str] = None
         self.self_name: Optional[str] = None
         owner = source.parent(source.parent(func)) if func is not None else None  # type: ignore[arg-type]
@@ -310,8 +312,14 @@ class Reads:
         return found
 
     def _full(self, func: str) -> str:
-        """A dotted callee with its first name resolved through this file's imports."""
+        """A dotted callee with its first name resolved through this file's imports; "" when
+        that name is bound anywhere else in the file (``Linear = Mask``, an ``nn`` parameter or
+        local, an import in a function or a ``try``) or the file writes ``globals()``."""
+        if self._rebound is None:
+            self._rebound = _rebound(self.source.module)
         head, _, rest = func.partition(".")
+        if head in self._rebound or "globals" in self._rebound:
+            return ""
         return self.origins.get(head, head) + ("." + rest if rest else "")
 
     def output_classes(self, call: cst.Call) -> Optional[frozenset[str]]:
@@ -320,9 +328,12 @@ class Reads:
         built with only the arguments :data:`_dtypes.MODULE_ARGUMENTS` vets (``self.lin =
         nn.Linear(...)``: float or complex, never bool or integer), and nothing in this file may
         change what the call returns (:meth:`_retouched`: a module hook, a rebinding of the
-        attribute by another object, the registry or a computed name, a patched torch class);
-        else None. Assumed: no other file registers a hook on the module (a forward hook may
-        replace its output with a tensor of any dtype) or rebinds the attribute."""
+        attribute by another object, the registry or a computed name, a patched torch class, the
+        submodule escaping, a store to another object's attribute, a cast to any dtype), and the
+        callee's name is bound by the imports alone; else None. Assumed: no other file registers
+        a hook on the module (a forward hook may replace its output with a tensor of any dtype),
+        rebinds the attribute, replaces or casts its parameters (``model.to(torch.float8_e4m3fn)``,
+        ``load_state_dict(assign=True)``) or walks its modules to do so."""
         func = call.func
         if self.cls is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
                                     and func.value.value == self.self_name):
@@ -339,21 +350,39 @@ class Reads:
         ``self.name = ...`` bindings of the class's family (:meth:`_bindings` judges those): a
         ``register_*hook`` or ``register_parametrization`` call anywhere, any other store to an
         attribute ``name`` (``self.head.proj = nn.Identity()``, ``block.proj.forward = f``), a
-        use of a module's ``_modules`` registry, a ``setattr``/``delattr`` or a registration
-        (``add_module``...) by a computed name or by ``name`` on another object, or a store to an
-        attribute of torch itself (``nn.Linear.forward = f``)."""
+        use of a module's ``_modules`` registry or of an object's ``__dict__``, a
+        ``setattr``/``delattr`` or a registration (``add_module``...) by a computed name or by
+        ``name`` on another object, or a store to an attribute of torch itself
+        (``nn.Linear.forward = f``); any use of an attribute ``name`` but calling ``self.name(...)``
+        and binding it (``proj = self.proj``, ``setattr(self.proj, "forward", f)``,
+        ``self.proj.to(...)``, ``self.proj.register_forward_hook``: the module escapes); a store to
+        an attribute of anything but ``self`` itself (``m.weight.data = ...`` in a function given
+        to ``apply``) other than ``requires_grad``; a cast that may give a parameter any dtype
+        (``type``, ``_apply``, ``set_``, ``load_state_dict``), a float8 or complex32 dtype; a name
+        imported from torch that registers or holds global hooks (``register_module_forward_hook
+        as on_forward``)."""
         family = [self.classes[c] for c in self.attributes.family(self.cls)]  # type: ignore[arg-type]
         own = {id(n) for cls in family for n in iter_nodes(cls.body, (cst.Attribute,)) if _is_self_attr(n, name)}
-        for node in iter_nodes(self.source.module, (cst.Call, cst.Attribute, cst.Assign, cst.AnnAssign,
+        if any("hook" in full.rsplit(".", 1)[-1] or full.rsplit(".", 1)[-1].startswith("_global")
+               for full in self.origins.values() if full.startswith("torch.")):
+            return True
+        for node in iter_nodes(self.source.module, (cst.Call, cst.Attribute, cst.Assign, cst.AnnAssign, cst.SimpleString,
                                                     cst.AugAssign, cst.Del, cst.For, cst.CompFor, cst.AsName)):
+            if isinstance(node, cst.SimpleString):
+                if node.evaluated_value == "_modules":
+                    return True
+                continue
             if isinstance(node, cst.Attribute):
-                if node.attr.value == "_modules":
+                if node.attr.value in _ESCAPES or _EXOTIC_DTYPE.match(node.attr.value):
+                    return True
+                if node.attr.value == name and not self._called_or_bound(node, name):
                     return True
                 continue
             if isinstance(node, cst.Call):
                 func = node.func
                 leaf = func.attr.value if isinstance(func, cst.Attribute) else dotted(func)
-                if (leaf.startswith("register_") and "hook" in leaf) or leaf == "register_parametrization":
+                if (leaf.startswith("register_") and "hook" in leaf) or leaf == "register_parametrization" \
+                        or leaf in _RECASTS:
                     return True
                 if leaf in _NAMED_STORES and (not any(_literal_arg(node, k) not in (None, name) for k in (0, 1))
                                               or any(self._torch_rooted(a.value) for a in node.args)):
@@ -374,7 +403,21 @@ class Reads:
                     if (attr.attr.value == name and not (attr is target and id(attr) in own)) \
                             or self._torch_rooted(attr):
                         return True
+                    if attr is target and dotted(attr.value) != "self" and attr.attr.value != "requires_grad":
+                        return True  # an attribute of another object: maybe a submodule's (m.weight = ...)
         return False
+
+    def _called_or_bound(self, node: cst.Attribute, name: str) -> bool:
+        """Whether ``node`` (an attribute ``name``) is ``self.name`` called (``self.name(x)``)
+        or a store's target (judged as a binding or a store where stores are)."""
+        parent = self.source.parent(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            return _is_self_attr(node, name)
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in _SUBMODULE_READS:
+            return _is_self_attr(node, name)  # its weight read (stores through it are judged as stores)
+        if isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) and parent.target is node:
+            return True
+        return isinstance(parent, cst.Del) and parent.target is node
 
     def _torch_rooted(self, node: cst.BaseExpression) -> bool:
         """``nn.Linear``, ``torch.nn.functional.linear``: a chain into torch.nn (through the imports)."""
@@ -388,6 +431,60 @@ def _nn_class(full: str) -> Optional[str]:
 
 # Calls that store an attribute by the name given as their second argument.
 _NAMED_STORES = frozenset(("setattr", "delattr", "__setattr__", "__delattr__"))
+# Calls that may give a module's parameters any dtype (``Module.type(torch.bool)``, ``_apply(fn)``,
+# ``Tensor.set_``, ``load_state_dict(..., assign=True)``, ``vector_to_parameters``).
+_RECASTS = frozenset(("type", "_apply", "set_", "load_state_dict", "vector_to_parameters", "swap_tensors"))
+# Attributes of a submodule that may be read without it escaping: its parameters (a store through
+# one, ``w.data = ...``, or a cast, ``w.set_(...)``, is judged where stores and casts are) and sizes.
+_SUBMODULE_READS = frozenset("""
+weight bias in_features out_features in1_features in2_features num_embeddings embedding_dim in_channels
+out_channels normalized_shape
+""".split())
+# Attributes that reach a module's registries or an object's namespace.
+_ESCAPES = frozenset(("_modules", "__dict__", "_parameters", "_forward_hooks", "_forward_pre_hooks"))
+# Dtypes of the float or complex class on which arithmetic has no kernel (``1 - h`` raises for a
+# float8 or complex32 table): a module converted to one returns them.
+_EXOTIC_DTYPE = re.compile(r"float8_|complex32$|chalf$|cfloat16$")
+
+
+def _rebound(module: cst.Module) -> frozenset[str]:
+    """The names the module binds other than by its top-level ``import`` statements: assignment,
+    loop, ``with``, walrus and ``except`` targets, parameters, ``def``/``class`` names, imports
+    elsewhere (in a function, a ``try``), ``global`` names; ``globals`` when it calls ``globals()``."""
+    top = {id(small) for stmt in module.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body}
+    found: set[str] = set()
+    for node in iter_nodes(module, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.WithItem,
+                                    cst.ExceptHandler, cst.NamedExpr, cst.Param, cst.FunctionDef, cst.ClassDef,
+                                    cst.Import, cst.ImportFrom, cst.Global, cst.Call)):
+        if isinstance(node, cst.Call):
+            if dotted(node.func) == "globals":
+                found.add("globals")
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            if id(node) not in top and not isinstance(node.names, cst.ImportStar):
+                found.update(dotted(a.asname.name if a.asname is not None else a.name).split(".")[0]
+                             for a in node.names)
+        elif isinstance(node, cst.Global):
+            found.update(n.name.value for n in node.names)
+        elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+            found.add(node.name.value)
+        elif isinstance(node, (cst.WithItem, cst.ExceptHandler)):
+            asname = node.asname if isinstance(node, cst.WithItem) else node.name
+            if asname is not None:
+                found.update(_names(asname.name))
+        else:
+            found.update(_names(node.target))
+    return frozenset(found)
+
+
+def _names(target: cst.CSTNode) -> set[str]:
+    """The plain names a store's target binds (``a``, ``a, (b, *c)``; not ``a.b`` or ``a[0]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _names(e.value)}
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return set()
 
 
 def _literal_arg(call: cst.Call, k: int) -> Optional[str]:

@@ -260,6 +260,45 @@ def _class_mentions(source: SourceFile) -> dict[str, set[str]]:
     return mentions
 
 
+# Exceptions a handler may name that a compile's failure (TorchRuntimeError, BackendCompilerFailed:
+# RuntimeErrors) is none of; any other name (Exception, RuntimeError, a name of another module)
+# may catch it.
+_NOT_A_COMPILE_FAILURE = frozenset("""
+KeyError ValueError IndexError TypeError AttributeError ImportError ModuleNotFoundError StopIteration LookupError
+ArithmeticError ZeroDivisionError OverflowError OSError FileNotFoundError AssertionError NameError UnicodeError
+KeyboardInterrupt GeneratorExit
+""".split())
+
+
+def caught_around(source: SourceFile, call: cst.CSTNode) -> Optional[str]:
+    """Why a failure found while tracing the code after ``call`` may be one the program catches, or
+    None. Dynamo raises such a failure where the compiled frame starts. The original broke its graph
+    at ``call``, so the code after it was traced as a frame of its own, called where the program
+    was: inside a ``try`` around it, the ``try``'s handler caught the failure and the program went
+    on. With the break removed the frame's compile fails outside that ``try``. So: a ``try`` whose
+    handler may catch a RuntimeError, around ``call`` in its function, or around any call in a
+    class that may run this one's code (its own included) or, outside a class, anywhere."""
+    def catches(t: cst.CSTNode) -> bool:
+        # ``except torch._dynamo.exc.TorchRuntimeError``: its names include ``torch``, not listed
+        return any(h.type is None or any(n.value not in _NOT_A_COMPILE_FAILURE for n in iter_nodes(h.type, (cst.Name,)))
+                   for h in t.handlers)  # type: ignore[attr-defined]
+
+    func = enclosing_function(source, call)
+    own = _enclosing_class(source, call)
+    users = _users_of(source, own.name.value) if own is not None else None
+    for t in iter_nodes(source.module, (cst.Try, cst.TryStar)):
+        if not t.handlers or not catches(t):  # type: ignore[attr-defined]
+            continue
+        around = any(n is call for n in iter_nodes(t.body, (cst.Call,)))  # type: ignore[attr-defined]
+        cls = _enclosing_class(source, t)
+        if around or (any(True for _ in iter_nodes(t.body, (cst.Call,))) and enclosing_function(source, t) is not func  # type: ignore[attr-defined]
+                      and (users is None or (cls is not None and cls.name.value in users))):
+            return (f"the `try` at line {source.line(t)} may catch a failure found while tracing the code after the call "
+                    "(a frame of its own, called inside the `try`, where the original broke its graph at the call); "
+                    "without the break that frame's compile fails where the compiled frame starts, outside the `try`")
+    return None
+
+
 def _in_graph_with(source: SourceFile, name: str) -> set[str]:
     """The classes of this file whose code may run in one compiled graph with class ``name``'s:
     the classes that use it (transitively: the compiled entry may be any of them) and every class

@@ -875,8 +875,10 @@ def guard_reads(reads: R.Reads, operands: list[str]) -> Optional[str]:
 
 
 def buffer_attrs(source: SourceFile, func: cst.FunctionDef) -> frozenset[str]:
-    """``self.<name>`` for the buffers the enclosing class registers (they never require grad)."""
-    return frozenset(f"self.{n}" for n in E.Modules(source.enclosing(func, (cst.ClassDef,))).buffers)  # type: ignore[arg-type]
+    """``self.<name>`` for the buffers the enclosing class registers that never require grad
+    (:func:`_effects.buffers`)."""
+    cls = source.enclosing(func, (cst.ClassDef,))
+    return frozenset(f"self.{n}" for n in E.buffers(cls, source.module)) if cls is not None else frozenset()  # type: ignore[arg-type]
 
 
 def grad_disabled(source: SourceFile, node: cst.CSTNode) -> bool:
