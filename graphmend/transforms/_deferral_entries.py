@@ -14,7 +14,8 @@ every frame between the entry and the call was read and shown to be safe:
   in the frame's function and in the methods of the classes that may be in the graph with it) —
   the records of a graph that fails are lost — nor while Dynamo traces it, unless the runtime
   makes the call from the failed trace (:func:`shown_from_trace`: ``print``, ``warnings.warn``, a
-  ``logging.<level>`` function, with constants and sizes only): a tensor operation whose shapes or
+  ``logging.<level>`` function, a method of a logger ``logging.getLogger`` returns, with constants
+  and sizes only): a tensor operation whose shapes or
   dtypes may not fit (``y + mask``, ``self.proj(y)``, ``y.view(7)``, ``y[0]``) fails the trace
   itself, before any op of the graph runs, so a record, or a call given a tensor, is lost with it
   (:func:`_trace_fault`; Python-level errors while tracing, a ``KeyError`` or an
