@@ -122,7 +122,8 @@ def _plumbing(frame: Frame) -> bool:
 
 def module_file(path: str, module: str, root: str, level: int = 0) -> Optional[str]:
     """The file (relative to ``root``) of ``module`` imported by the file at ``path``: relative to
-    its folder (``level`` dots), or, for an absolute import, from a folder above it; or None."""
+    its folder (``level`` dots), or, for an absolute import, from the folder its top package is in
+    (the first folder up without ``__init__.py``) or the root; or None."""
     parts = module.split(".") if module else []
     here = PurePosixPath(path.replace("\\", "/")).parent
     if level:
@@ -130,7 +131,8 @@ def module_file(path: str, module: str, root: str, level: int = 0) -> Optional[s
             here = here.parent
         bases = [here]
     else:
-        bases = [here, *here.parents]
+        top = next((p for p in (here, *here.parents) if not (Path(root) / p / "__init__.py").is_file()), PurePosixPath("."))
+        bases = [top] if top == PurePosixPath(".") else [top, PurePosixPath(".")]
     for base in bases:
         folder = base.joinpath(*parts)
         for candidate in ((folder.with_suffix(".py"),) if parts else ()) + (folder / "__init__.py",):

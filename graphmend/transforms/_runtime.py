@@ -399,7 +399,10 @@ def _graphmend_target(callee, kind):
         # the bound logger only as an object of its type, and neither the method's name: id()
         # guards on the identity of each (a graph traced for one logger is not reused for
         # another) and gives the constants the key, computed while tracing, names them by.
-        key = _graphmend_logger_key(id(callee.__self__), id(callee.__func__))
+        owner, function = getattr(callee, "__self__", None), getattr(callee, "__func__", None)
+        if owner is None or function is None:  # no bound method
+            return None
+        key = _graphmend_logger_key(id(owner), id(function))
         return ("logger", key) if key else None
     return None
 

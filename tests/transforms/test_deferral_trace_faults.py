@@ -22,13 +22,14 @@ import logging
 import warnings
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from graphmend.model import Frame, Safety  # noqa: E402
 from graphmend.transforms._deferral_entries import TRACE_SAFE_CALLS, TRACE_SAFE_FUNCTIONS  # noqa: E402
-from graphmend.transforms.base import RuleContext  # noqa: E402
+from graphmend.transforms.base import RuleContext, iter_nodes  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
 from tests.transforms._side_effect_support import compiled_output, load_module, reset_dynamo  # noqa: E402
 from tests.transforms.test_deferral_cross_file import A, Events, _package, fix_package, load  # noqa: E402
@@ -310,3 +311,35 @@ def test_same_file_logger_call_given_a_tensor_before_an_error_found_while_tracin
     assert not result.applied and [s.fix.safety for s in result.skipped] == [Safety.UNSAFE]
     assert "may fail while Dynamo traces it" in result.skipped[0].fix.notes
     assert _shown(load_module(tmp_path, result.text), calls) == want
+
+
+NAMED = {  # how the logger is bound at module level -> whether the rules show the runtime names it
+    'import logging\nlog = logging.getLogger(__name__)\n': True,
+    'import logging as lg\nlog = lg.getLogger("x")\n': True,
+    'from logging import getLogger\nlog = getLogger(__name__)\n': True,
+    'from transformers.utils import logging\nlog = logging.get_logger(__name__)\n': True,
+    'from transformers.utils.logging import get_logger\nlog = get_logger(__name__)\n': True,
+    'from pkg.logs import get_logger\nlog = get_logger(__name__)\n': True,  # returns logging.getLogger(name)
+    'from .logs import get_logger\nlog = get_logger(__name__)\n': True,
+    'from . import logs\nlog = logs.get_logger(__name__)\n': True,
+    'from pkg.logs import make_logger as get_logger\nlog = get_logger(__name__)\n': False,  # returns Logger(name)
+    'from elsewhere import get_logger\nlog = get_logger(__name__)\n': False,  # not in the repository
+    'import logging\nlog = logging.getLogger(__name__)\nlog = logging.getLogger("y")\n': False,  # bound twice
+    'import logging\nlog = logging.LoggerAdapter(logging.getLogger(__name__), {})\n': False,
+}
+LOGS = ('import logging\n\n\ndef get_logger(name=None):\n    if name is None:\n        name = "pkg"\n'
+        '    return logging.getLogger(name)\n\n\ndef make_logger(name):\n    return logging.Logger(name)\n')
+
+
+@pytest.mark.parametrize("binding", sorted(NAMED))
+def test_the_rules_name_a_logger_only_when_logging_getlogger_returns_it(tmp_path, binding):
+    from graphmend.transforms.base import SourceFile
+    from graphmend.transforms.logging_in_compiled_region import named_logger
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/logs.py").write_text(LOGS)
+    source = SourceFile("pkg/m.py", binding + "\n\ndef f():\n    log.warning('x')\n")
+    call = next(n for n in iter_nodes(source.module, (cst.Call,)) if source.code(n.func) == "log.warning")
+    assert named_logger(source, call, str(tmp_path)) is NAMED[binding]
+    assert not named_logger(source, call) or "pkg" not in binding and "logs" not in binding  # no root: no helper read
