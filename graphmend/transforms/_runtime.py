@@ -395,14 +395,13 @@ def _graphmend_target(callee, kind):
                 return "root-log", method
         return None
     if kind in ("log", "call") and _graphmend_logger_key is not None:
-        # A Logger's method (kind "call": transformers' warning_once / info_once). Dynamo knows
-        # the bound logger only as an object of its type, and neither the method's name: id()
-        # guards on the identity of each (a graph traced for one logger is not reused for
-        # another) and gives the constants the key, computed while tracing, names them by.
-        owner, function = getattr(callee, "__self__", None), getattr(callee, "__func__", None)
-        if owner is None or function is None:  # no bound method
-            return None
-        key = _graphmend_logger_key(id(owner), id(function))
+        # A bound method: the rules write kind "log" for a logger's method, "call" for print and
+        # for transformers' warning_once / info_once (Dynamo cannot trace hasattr() on a Logger's
+        # method: its attributes are read as they are). Dynamo knows the bound logger only as an
+        # object of its type, and not the method's name: id() guards on the identity of each (a
+        # graph traced for one logger is not reused for another) and gives the constants the
+        # key, computed while tracing, names them by.
+        key = _graphmend_logger_key(id(callee.__self__), id(callee.__func__))
         return ("logger", key) if key else None
     return None
 
