@@ -49,8 +49,8 @@ from graphmend.transforms import _boundary as B
 from graphmend.transforms import _region as R
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._callback import unread_after
-from graphmend.transforms._deferral_entries import (failure_after, foreign_entries, made_in_graph, shown_from_trace,
-                                                    trace_faults)
+from graphmend.transforms._deferral_entries import (failure_after, foreign_entries, logger_method, made_in_graph,
+                                                    shown_from_trace, trace_faults)
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
 
@@ -104,7 +104,7 @@ class DeferredCallRule(Transform):
             return self.decline(source, call, reason)
         placement = B.plan(source, call)
         # a call the runtime makes from a failed trace: what may fail while tracing after it is no reason
-        traced = not shown_from_trace(call, kind)
+        traced = not shown_from_trace(call, kind, source, ctx.root)
         foreign: tuple[str, ...] = ()
         # under the entries of other files: a call the op makes in the graph, no record before it
         in_graph = False
@@ -127,10 +127,10 @@ class DeferredCallRule(Transform):
         edits = (B.wrap_text(source, call.func, f"{B.DEFERRED}(", suffix),) + runtime[0]
         raises = R.region_may_raise(source, call)
         faults, entries = R.entry_faults(source, call)
-        if traced and made_in_graph(call, kind):
-            # A call given a tensor, made in the graph: lost when the trace after it fails, after
-            # it in its function or under an entry that runs more after it (a Logger's record is
-            # lost too, and not yet judged here: test_deferral_trace_faults).
+        if traced and (made_in_graph(call, kind, source, ctx.root) or logger_method(call, kind)):
+            # A call given a tensor, made in the graph, or a Logger's method the runtime cannot
+            # name (a record): lost when the trace after it fails, after it in its function or
+            # under an entry that runs more after it.
             own, more = trace_faults(source, call)
             raises = raises or own
             faults = {**more, **faults}

@@ -14,7 +14,8 @@ every frame between the entry and the call was read and shown to be safe:
   in the frame's function and in the methods of the classes that may be in the graph with it) —
   the records of a graph that fails are lost — nor while Dynamo traces it, unless the runtime
   makes the call from the failed trace (:func:`shown_from_trace`: ``print``, ``warnings.warn``, a
-  ``logging.<level>`` function, with constants and sizes only): a tensor operation whose shapes or
+  ``logging.<level>`` function, a method of a logger ``logging.getLogger`` returns, with constants
+  and sizes only): a tensor operation whose shapes or
   dtypes may not fit (``y + mask``, ``self.proj(y)``, ``y.view(7)``, ``y[0]``) fails the trace
   itself, before any op of the graph runs, so a record, or a call given a tensor, is lost with it
   (:func:`_trace_fault`; Python-level errors while tracing, a ``KeyError`` or an
@@ -43,7 +44,7 @@ subclass) the call runs as written and breaks the graph as before.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Optional, Union
 
 import libcst as cst
@@ -164,6 +165,39 @@ def _plumbing(frame: Frame) -> bool:
     return "torch" in parts and frame.function in _PLUMBING
 
 
+def module_file(path: str, module: str, root: str, level: int = 0) -> Optional[str]:
+    """The file (relative to ``root``) of ``module`` imported by the file at ``path``: relative to
+    its folder (``level`` dots), or, for an absolute import, from the folder its top package is in
+    (the first folder up without ``__init__.py``) or the root; or None."""
+    parts = module.split(".") if module else []
+    here = PurePosixPath(path.replace("\\", "/")).parent
+    if level:
+        for _ in range(level - 1):
+            here = here.parent
+        bases = [here]
+    else:
+        top = next((p for p in (here, *here.parents) if not (Path(root) / p / "__init__.py").is_file()), PurePosixPath("."))
+        bases = [top] if top == PurePosixPath(".") else [top, PurePosixPath(".")]
+    for base in bases:
+        folder = base.joinpath(*parts)
+        for candidate in ((folder.with_suffix(".py"),) if parts else ()) + (folder / "__init__.py",):
+            if (Path(root) / candidate).is_file():
+                return str(candidate)
+    return None
+
+
+def _read(root: str, rel: str, cache: dict) -> Union[SourceFile, str]:
+    """The file ``rel`` of the repository parsed (once per ``cache``), or why it cannot be read."""
+    if rel not in cache:
+        from graphmend.sources import SourceError as ReadError, read_source
+
+        try:
+            cache[rel] = SourceFile(rel, read_source(root, rel))
+        except (ReadError, SourceError, OSError, ValueError) as exc:
+            cache[rel] = f"{rel}, which calls into this file, cannot be read: {exc}"
+    return cache[rel]
+
+
 class _Follow:
     """The files of the repository read while following a compiled entry's code (each parsed
     once), their programs, and the package's class hierarchy (:class:`_mro.Hierarchy`)."""
@@ -177,14 +211,7 @@ class _Follow:
         self.hierarchy = Hierarchy(root, self.read)
 
     def read(self, rel: str) -> Union[SourceFile, str]:
-        if rel not in self.cache:
-            from graphmend.sources import SourceError as ReadError, read_source
-
-            try:
-                self.cache[rel] = SourceFile(rel, read_source(self.root, rel))
-            except (ReadError, SourceError, OSError, ValueError) as exc:
-                self.cache[rel] = f"{rel}, which calls into this file, cannot be read: {exc}"
-        return self.cache[rel]
+        return _read(self.root, rel, self.cache)
 
     def program(self, source: SourceFile):
         from graphmend.transforms._reach import _Program
@@ -300,38 +327,51 @@ def _trace_fault(node: cst.CSTNode) -> Optional[str]:
 
 
 # What the runtime makes from a failed trace: a call of these kinds (``print``, ``warnings.warn``,
-# a ``logging.<level>`` function) made in the graph by ``graphmend::deferred``, its arguments no
-# tensor: constants, warning categories, sizes (``x.shape``: the sizes of the call being traced).
-_SHOWN_KINDS = ("call", "warn", "root-log")
-_SHOWN_LEVELS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "fatal"))
+# a ``logging.<level>`` function, a method of a logger that ``logging.getLogger`` returns) made in
+# the graph by ``graphmend::deferred``, its arguments no tensor: constants, warning categories, a
+# ``logging`` level, sizes (``x.shape``: the sizes of the call being traced).
+_SHOWN_KINDS = ("call", "warn", "root-log", "log")
+_SHOWN_LEVELS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "fatal", "log"))
 _SHOWN_NAMES = frozenset(("None", "True", "False", "UserWarning", "DeprecationWarning", "FutureWarning",
                           "PendingDeprecationWarning", "RuntimeWarning", "SyntaxWarning", "ImportWarning",
                           "UnicodeWarning", "BytesWarning", "ResourceWarning", "Warning"))
+_SHOWN_LOG_LEVELS = frozenset(f"logging.{level}" for level in ("NOTSET", "DEBUG", "INFO", "WARNING", "WARN", "ERROR",
+                                                                 "CRITICAL", "FATAL"))
 _SIZE_ATTRIBUTES = frozenset(("shape", "ndim"))
 _SIZE_CALLS = frozenset(("size", "dim", "numel"))
 
 
-def made_in_graph(call: cst.Call, kind: str) -> bool:
+def logger_method(call: cst.Call, kind: str) -> bool:
+    """Whether a deferred ``call`` of ``kind`` is a Logger's method (``logger.warning``,
+    ``logger.warning_once``), not ``print`` nor a function of the ``logging`` module."""
+    return kind == "log" or (kind == "call" and not (isinstance(call.func, cst.Name) and call.func.value == "print"))
+
+
+def made_in_graph(call: cst.Call, kind: str, source: SourceFile, root: Optional[str] = None) -> bool:
     """Whether the runtime makes a deferred ``call`` of ``kind`` in the graph, by the op
     ``graphmend::deferred`` (when its arguments are values the op carries): ``print``,
-    ``warnings.warn``, a ``logging.<level>`` function. A Logger's method (``logger.warning``,
-    ``logger.warning_once``) is a record the boundary replays: the op cannot name the logger."""
+    ``warnings.warn``, a ``logging.<level>`` function, a method of a module-level logger that
+    ``logging.getLogger`` returns (:func:`logging_in_compiled_region.named_logger`: the runtime
+    names it). Another logger's method is a record the boundary replays."""
     from graphmend.transforms._analysis import dotted
+    from graphmend.transforms.logging_in_compiled_region import named_logger
 
     if kind not in _SHOWN_KINDS or any(a.star for a in call.args):
         return False
+    if logger_method(call, kind):
+        return named_logger(source, call, root)
     leaf = dotted(call.func).split(".")[-1]
     if kind == "call":
         return isinstance(call.func, cst.Name) and leaf == "print"
     return kind != "root-log" or leaf in _SHOWN_LEVELS
 
 
-def shown_from_trace(call: cst.Call, kind: str) -> bool:
+def shown_from_trace(call: cst.Call, kind: str, source: SourceFile, root: Optional[str] = None) -> bool:
     """Whether the runtime makes ``call`` (a deferred call of ``kind``) when the trace of its graph
     fails after it (``_graphmend_traced``): made in the graph by the op, every argument provably
     no tensor. A tensor's value is not known while tracing, a record is made in no op: those are
     lost with the trace."""
-    return made_in_graph(call, kind) and all(_tensor_free(a.value) for a in call.args)
+    return made_in_graph(call, kind, source, root) and all(_tensor_free(a.value) for a in call.args)
 
 
 def _tensor_free(node: cst.CSTNode) -> bool:
@@ -350,6 +390,8 @@ def _tensor_free(node: cst.CSTNode) -> bool:
         return node.value in _SHOWN_NAMES
     if isinstance(node, (cst.Tuple, cst.List)):
         return all(not isinstance(e, cst.StarredElement) and _tensor_free(e.value) for e in node.elements)
+    if isinstance(node, cst.Attribute) and dotted(node) in _SHOWN_LOG_LEVELS:
+        return True  # logging.WARNING
     if isinstance(node, cst.Attribute):
         # a tensor's sizes (torch.Size, a Python int): ``x.shape``, ``self.weight.shape``
         return node.attr.value in _SIZE_ATTRIBUTES and bool(dotted(node.value))
@@ -542,14 +584,15 @@ def _records_in(follow: _Follow, program, nodes, func: cst.FunctionDef, seen: se
         if isinstance(callee, cst.Call) and dotted(callee.func) == B.DEFERRED:
             kind = callee.args[1].value if len(callee.args) > 1 else None
             plain = node.with_changes(func=callee.args[0].value) if callee.args else node
-            if not (isinstance(kind, cst.SimpleString) and shown_from_trace(plain, kind.evaluated_value)):
+            if not (isinstance(kind, cst.SimpleString)
+                    and shown_from_trace(plain, kind.evaluated_value, source, follow.root)):
                 return f"the deferred `{code(node)}` {where}, before it in the region, may be a record"
             continue
         if _is_output(node):
             name = dotted(callee)
             kind = ("call" if name == "print" else "warn" if name in ("warn", "warnings.warn")
                     else "root-log" if name.split(".")[0] == "logging" and name.count(".") == 1 else "log")
-            if not shown_from_trace(node, kind):
+            if not shown_from_trace(node, kind, source, follow.root):
                 return f"`{code(node)}` {where}, before it in the region, may be deferred as a record"
             continue
         targets, why = _resolve(program, node, owner, follow, self_type)

@@ -1,9 +1,10 @@
 # ----------------------------------------------------------------------------------------------
 # graphmend runtime: deferred side effects (GM201-GM203) and trap lowering (GM301, GM302).
 # Added by `graphmend fix`; it needs torch only. In eager mode every rewritten call runs exactly
-# as written. Under torch.compile, print / warnings.warn / logging.<level> calls are made in
-# the graph by an ordered effectful op when the graph runs (before a later op of it can fail);
-# a Logger's method, arguments the op cannot carry, and every call after those in the region are
+# as written. Under torch.compile, print / warnings.warn / logging.<level> calls, and the methods
+# of a logger that logging.getLogger returns, are made in the graph by an ordered effectful op
+# when the graph runs (before a later op of it can fail); another logger's method, arguments the
+# op cannot carry, and every call after those in the region are
 # recorded inside the graph (arguments copied at the call) and replayed in order, with their
 # original source location, by the boundary installed on the rewritten module's forward methods
 # once the compiled call has returned. A trace that fails (a shape that does not fit, found by
@@ -286,6 +287,11 @@ def _graphmend_perform(site, tags, strs, ints, floats, tensors):
         import warnings
 
         callee = warnings.warn
+    elif target == "logger":
+        # The method looked up now, as the original did at its call (a Logger subclass's
+        # override, transformers' warning_once patched onto logging.Logger).
+        method, _, key = method.partition(":")
+        callee = getattr(_graphmend_runtime.loggers[key], method)
     else:
         callee = getattr(_graphmend_logging, method)
     where = _graphmend_runtime.wheres[file]
@@ -375,20 +381,54 @@ def _graphmend_show_traced(error):
 
 
 def _graphmend_target(callee, kind):
-    # Traced by Dynamo: (target, method) naming ``callee`` by constants, or None (a Logger's
-    # method: Dynamo cannot tell which logger it is bound to; a callee other than print).
-    if kind == "call":
-        return ("print", "") if callee is _graphmend_builtins.print else None
+    # Traced by Dynamo: (target, method[, logger]) naming ``callee`` by constants, or None (a
+    # method of a logger that logging.getLogger does not return, a callee of no known kind).
+    if kind == "call" and callee is _graphmend_builtins.print:
+        return "print", ""
     if kind == "warn":
         import warnings
 
         return ("warn", "") if callee is warnings.warn else None
     if kind == "root-log":
-        for method in _graphmend_levels:
+        for method in (*_graphmend_levels, "log"):
             if callee is getattr(_graphmend_logging, method, None):
                 return "root-log", method
         return None
+    if kind in ("log", "call") and _graphmend_logger_key is not None:
+        # A bound method: the rules write kind "log" for a logger's method, "call" for print and
+        # for transformers' warning_once / info_once (Dynamo cannot trace hasattr() on a Logger's
+        # method: its attributes are read as they are). Dynamo knows the bound logger only as an
+        # object of its type, and not the method's name: id() guards on the identity of each (a
+        # graph traced for one logger is not reused for another) and gives the constants the
+        # key, computed while tracing, names them by.
+        key = _graphmend_logger_key(id(callee.__self__), id(callee.__func__))
+        return ("logger", key) if key else None
     return None
+
+
+def _graphmend_logger_key_of(owner, function):
+    # "<method>:<key>" for the logger whose id is ``owner`` if logging.getLogger returns it (the
+    # root, or one of the manager's: kept alive for the process, so its id names no other object)
+    # and a method of its class is the function whose id is ``function``; else "". Run on the
+    # real objects while Dynamo traces: the result is a constant of the graph.
+    found = _graphmend_logging.root if id(_graphmend_logging.root) == owner else None
+    for logger in list(_graphmend_logging.Logger.manager.loggerDict.values()):
+        if found is None and id(logger) == owner and isinstance(logger, _graphmend_logging.Logger):
+            found = logger
+    seen = set(vars(found)) if found is not None else set()  # an attribute of its own hides the class's
+    for cls in type(found).__mro__ if found is not None else ():
+        for name, value in vars(cls).items():  # read without getattr: no property of the class runs
+            if name not in seen and id(value) == function:
+                loggers = _graphmend_runtime.__dict__.setdefault("loggers", {})
+                loggers[str(owner)] = found  # whose method graphmend::deferred calls
+                return name + ":" + str(owner)
+            seen.add(name)
+    return ""
+
+
+_graphmend_logger_key = getattr(_graphmend_torch.compiler, "assume_constant_result", None)
+if _graphmend_logger_key is not None:
+    _graphmend_logger_key = _graphmend_logger_key(_graphmend_logger_key_of)
 
 
 def _graphmend_ingraph(where, callee, kind, line, function, op):
@@ -415,12 +455,12 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
         recorded = getattr(_graphmend_runtime.region, "recorded", False)
         encoded = _graphmend_encode(args, out) and _graphmend_encode(kwargs, out)
         if target is None or recorded or not encoded:
-            # A Logger method (Dynamo cannot name the logger), arguments the op cannot carry, or
+            # A method of a logger the op cannot name, arguments the op cannot carry, or
             # a call after such a record in this region: a record replayed by the boundary, so
             # the output keeps the program's order (and, as before the op, is lost when the
             # graph fails after it).
             return _graphmend_record(where, callee, kind, line, function)(*args, **kwargs)
-        op([kind, where.file, str(line), function, target[0], target[1]], *out)
+        op([kind, where.file, str(line), function, *target], *out)
 
     return ingraph
 
@@ -488,6 +528,10 @@ def _graphmend_log(logger, method, file, line, function, args, kwargs):
     # Logger._log with the call site as the location (findCaller would name the replay).
     if method == "log":
         level, args = args[0], args[1:]
+        if not isinstance(level, int):  # as Logger.log
+            if _graphmend_logging.raiseExceptions:
+                raise TypeError("level must be an integer")
+            return
     else:
         level = _graphmend_levels[method]
     if not logger.isEnabledFor(level):

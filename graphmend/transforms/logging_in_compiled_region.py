@@ -15,8 +15,9 @@ from typing import Optional
 import libcst as cst
 
 from graphmend.transforms import _boundary as B
+from graphmend.transforms._analysis import dotted
 from graphmend.transforms._deferral import DeferredCallRule, imported_names, keyword, positional
-from graphmend.transforms.base import SourceFile
+from graphmend.transforms.base import SourceFile, iter_nodes
 
 LEVELS = frozenset({"debug", "info", "warning", "error", "exception", "critical", "fatal", "log"})
 ONCE = frozenset({"warning_once", "info_once"})
@@ -67,10 +68,13 @@ class LoggingInCompiledRegion(DeferredCallRule):
             "Finds `logging.<level>(...)` and `logger.<level>(...)` statements (debug, info, warning, error, "
             "exception, critical, log, and transformers' `warning_once` / `info_once`) in code that runs "
             "under `torch.compile`, and wraps the callee in `_graphmend_deferred(...)`. Eager mode calls the "
-            "logger as written. Under compile the arguments are copied into the graph and the record is "
-            "emitted after the compiled call with the original `pathname`, `lineno` and `funcName` "
-            "(built with `Logger.makeRecord` and passed to `Logger.handle`, as `Logger._log` does); "
-            "`warning_once` is replayed by calling it, so its once-per-message cache still applies."
+            "logger as written. Under compile the call is made in the graph by the ordered op "
+            "`graphmend::deferred` when the graph runs, for a logger that `logging.getLogger` returns (the "
+            "runtime names it while Dynamo traces, guarding its identity), or else recorded with its arguments "
+            "copied and replayed after the compiled call; either way with the original `pathname`, `lineno` "
+            "and `funcName` (built with `Logger.makeRecord` and passed to `Logger.handle`, as `Logger._log` "
+            "does). `warning_once` and a Logger subclass's override are called, so the once-per-message "
+            "cache and the override still apply."
         ),
         "Why it breaks the graph": (
             "Dynamo does not trace `logging.Logger` methods (*logging.Logger method not supported for "
@@ -87,8 +91,10 @@ class LoggingInCompiledRegion(DeferredCallRule):
             "Safe when a boundary is proven and nothing after the call in the compiled region raises on "
             "tensor values: eager logging is identical; under compile the same records (level, message, "
             "arguments as they were at the call, pathname, lineno, funcName, `extra`) reach the handlers "
-            "at the end of the compiled call, in order; `created`/`relativeCreated` are the replay time. "
-            "Unsafe when the region may raise after the call (records of a call that raises are lost). "
+            "in order, when the graph runs (or, for a record, at the end of the compiled call); "
+            "`created`/`relativeCreated` are that time. Unsafe when the region may raise after a recorded "
+            "call (records of a call that raises are lost), or may fail while Dynamo traces it after a call "
+            "given a tensor or of a logger not shown to come from `logging.getLogger` (lost with the trace). "
             "Without a proven boundary the fix offered is the `is_compiling()` guard (unsafe: nothing is "
             "logged under compile). Declined: the result is used, `stacklevel=`/`stack_info=` (they name "
             "the caller's frame), `logger.exception` inside an `except` block (the active exception is gone "
@@ -144,7 +150,31 @@ class LoggingInCompiledRegion(DeferredCallRule):
 
 def _logger_names(source: SourceFile) -> set[str]:
     """Module-level names bound once to ``...getLogger(...)`` / ``...get_logger(...)``."""
+    return set(_logger_bindings(source))
+
+
+def named_logger(source: SourceFile, call: cst.Call, root: Optional[str] = None) -> bool:
+    """Whether ``call`` is a method of a module-level logger that ``logging.getLogger`` returns, so
+    the runtime names it (``_graphmend_target``: a logger of ``logging.Logger.manager``) and makes
+    the call in the graph: bound once to ``logging.getLogger(...)``, to transformers'
+    ``logging.get_logger(...)`` (``transformers.utils.logging``, which returns
+    ``logging.getLogger(name)``), or to a function of another file of the repository (under
+    ``root``) every return of which is ``logging.getLogger(...)``."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return False
+    binder = _logger_bindings(source).get(func.value.value)
+    if binder is None:
+        return False
+    if _get_logger(source, binder):
+        return True
+    return root is not None and _helper_returns_get_logger(source, binder, root)
+
+
+def _logger_bindings(source: SourceFile) -> dict[str, cst.BaseExpression]:
+    """Module-level names bound once to ``...getLogger(...)`` / ``...get_logger(...)``: the callee."""
     found: dict[str, int] = {}
+    binders: dict[str, cst.BaseExpression] = {}
     for stmt in source.module.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
@@ -155,6 +185,60 @@ def _logger_names(source: SourceFile) -> set[str]:
                 called = func.attr if isinstance(func, cst.Attribute) else func  # getLogger in a.b.getLogger()
                 if isinstance(called, cst.Name) and called.value in ("getLogger", "get_logger"):
                     found[name] = found.get(name, 0) + 1
+                    binders[name] = func
                 else:
                     found[name] = found.get(name, 0) + 2  # rebound to something else
-    return {n for n, c in found.items() if c == 1}
+    return {n: binders[n] for n, c in found.items() if c == 1}
+
+
+def _get_logger(source: SourceFile, func: cst.BaseExpression) -> bool:
+    """Whether ``func`` is the standard ``logging.getLogger`` (or transformers' ``get_logger``)."""
+    modules, members = imported_names(source, "logging")
+    if isinstance(func, cst.Name):
+        return members.get(func.value) == "getLogger" or \
+            imported_names(source, "transformers.utils.logging")[1].get(func.value) == "get_logger"
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return False
+    owner, name = func.value.value, func.attr.value
+    if name == "getLogger":
+        return owner in modules
+    return name == "get_logger" and imported_names(source, "transformers.utils")[1].get(owner) == "logging"
+
+
+def _helper_returns_get_logger(source: SourceFile, func: cst.BaseExpression, root: str) -> bool:
+    """Whether ``func`` is a function of a module of the repository (``from pkg.log import
+    get_logger``, ``from ..utils import logging`` then ``logging.get_logger``) every return of
+    which is ``logging.getLogger(...)``."""
+    from graphmend.transforms._deferral_entries import _read, module_file
+
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        owner, name, submodule = func.value.value, func.attr.value, True
+    elif isinstance(func, cst.Name):
+        owner, name, submodule = func.value, func.value, False
+    else:
+        return False
+    found = None
+    for stmt in source.module.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    shown = alias.asname.name.value if alias.asname else dotted(alias.name)  # type: ignore[union-attr]
+                    if shown == owner:
+                        module = dotted(small.module) if small.module is not None else ""
+                        real = dotted(alias.name)
+                        found = (module + "." + real if module else real, len(small.relative)) if submodule \
+                            else (module, len(small.relative))
+                        name = name if submodule else real
+            elif isinstance(small, cst.Import) and submodule:
+                for alias in small.names:
+                    if (alias.asname.name.value if alias.asname else dotted(alias.name)) == owner:  # type: ignore[union-attr]
+                        found = (dotted(alias.name), 0)
+    path = module_file(source.path, found[0], root, found[1]) if found else None
+    other = _read(root, path, {}) if path else None
+    if other is None or isinstance(other, str):
+        return False
+    defined = [d for d in other.module.body if isinstance(d, cst.FunctionDef) and d.name.value == name]
+    if len(defined) != 1 or defined[0].decorators or any(True for _ in iter_nodes(defined[0], (cst.Yield, cst.Lambda))):
+        return False
+    returns = list(iter_nodes(defined[0].body, (cst.Return,)))
+    return bool(returns) and all(isinstance(r.value, cst.Call) and _get_logger(other, r.value.func) for r in returns)

@@ -196,6 +196,26 @@ class Other(Base):
         return self.helper(x) * 3
 '''
 
+# A logger made directly (by a getLogger that is not logging's), not one logging.getLogger
+# returns: the runtime cannot name it, so a deferred call of its methods is a record the boundary
+# replays (lost when its graph fails). Bound at the end of a.py, so its lines stay those of A.
+UNNAMED = '''
+from .loggers import getLogger  # noqa: E402
+
+unnamed = getLogger("gmx.unnamed")
+'''
+
+# pkg/loggers.py: loggers made directly, under the package's logger (which the tests capture).
+LOGGERS = '''import logging
+
+
+def getLogger(name):
+    made = logging.Logger(name)
+    made.parent = logging.getLogger("gmx")
+    return made
+'''
+A_RECORD = A.replace('logger.warning("scaled by %d", 2)', 'unnamed.warning("scaled by %d", 2)') + UNNAMED
+
 # What Dynamo reports for the two calls in a.py when Model is compiled: b.py:8 -> a.py:11/12.
 STACKS = {"pkg/a.py": ((11, (Frame("pkg/b.py", 8, "forward"), Frame("pkg/a.py", 11, "helper"))),
                        (12, (Frame("pkg/b.py", 8, "forward"), Frame("pkg/a.py", 12, "helper"))))}
@@ -237,18 +257,19 @@ def test_a_call_in_a_base_class_of_another_file_is_recorded_under_the_entry_name
     ("return helper_of_b(y)", "calls helper_of_b()"),
 ])
 def test_a_failure_or_an_output_after_the_call_in_the_entry_leaves_the_call_as_written(tmp_path, forward, why):
-    """The Logger's call (a.py:12), a record the boundary replays: lost when the graph fails after it.
+    """The call of a logger made directly (a.py:12), a record the boundary replays: lost when the
+    graph fails after it (one logging.getLogger returns is made in the graph: test_runtime_logger_op.py).
     (The warning of constants at a.py:11 is made in the graph by the op, before what fails after
     it: test_deferral_mro.py.) `helper_of_b` comes from outside the package: code not read (one of
     the package is read: the next test)."""
     b = ("import torch\n\nfrom .a import Base\nfrom json import dumps as helper_of_b\n\n\nclass Model(Base):\n"
          "    def __init__(self):\n        super().__init__()\n        self.table = torch.nn.Embedding(4, 3)\n\n"
          f"    def forward(self, x, i):\n        y = self.helper(x) + 1\n        {forward}\n")
-    orig, fixed = _package(tmp_path, b=b)
-    _write(fixed, {"pkg/c.py": "def helper_of_b(y):\n    return y\n"})
+    orig, fixed = _package(tmp_path, a=A_RECORD, b=b)
+    _write(fixed, {"pkg/c.py": "def helper_of_b(y):\n    return y\n", "pkg/loggers.py": LOGGERS})
     stacks = {"pkg/a.py": ((12, (Frame("pkg/b.py", 13, "forward"), Frame("pkg/a.py", 12, "helper"))),)}
     applied, skipped = fix_package(fixed, stacks, rounds=1)
-    assert applied == [] and (fixed / "pkg/a.py").read_text() == A
+    assert applied == [] and (fixed / "pkg/a.py").read_text() == A_RECORD
     assert [s.fix.safety for s in skipped] == [Safety.UNSAFE] and why in skipped[0].fix.notes, skipped[0].fix.notes
 
 

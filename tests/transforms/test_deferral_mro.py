@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch")
 from graphmend.model import Frame, Safety  # noqa: E402
 from graphmend.transforms._mro import Hierarchy  # noqa: E402
 from graphmend.transforms.base import SourceFile  # noqa: E402
-from tests.transforms.test_deferral_cross_file import _package, _write, fix_package, graphs_of, load, run  # noqa: E402
+from tests.transforms.test_deferral_cross_file import (LOGGERS, _package, _write, fix_package, graphs_of, load,  # noqa: E402
+                                                      run)
 from tests.transforms.test_deferral_trace_faults import _differential  # noqa: E402
 
 MIXIN = '''import logging
@@ -47,6 +48,14 @@ class Utils:
 
 class Module(torch.nn.Module):
     pass
+
+
+# A logger made directly (by a getLogger that is not logging's), not one logging.getLogger
+# returns: the runtime cannot name it, so a deferred call of its methods is a record the boundary
+# replays.
+from .loggers import getLogger  # noqa: E402
+
+unnamed = getLogger("gmx.unnamed")
 '''
 WARN_LINE = 11
 
@@ -85,7 +94,7 @@ AFTER = "return self.table(ids) * extended.unsqueeze(-1) + self.invert(head).sum
 def _tree(tmp_path, head="mask = mask + 0", after=AFTER, a=A):
     orig, fixed = _package(tmp_path, a=a, b=B.format(after=after))
     for root in (orig, fixed):
-        _write(root, {"pkg/mixin.py": MIXIN.format(head=head)})
+        _write(root, {"pkg/mixin.py": MIXIN.format(head=head), "pkg/loggers.py": LOGGERS})
     return orig, fixed
 
 
@@ -116,13 +125,14 @@ def test_a_constant_warning_before_an_embedding_lookup_is_made_in_the_graph_and_
 
 
 @pytest.mark.parametrize("head, why", [
-    ('logger.warning("heads %s", 1)', "before it in the region, may be deferred as a record"),
+    ('unnamed.warning("heads %s", 1)', "before it in the region, may be deferred as a record"),
     ("mask = helper_elsewhere(mask)", "before it in the region: code not read"),
 ])
 def test_a_record_or_code_not_read_before_the_call_keeps_the_lookup_a_reason(tmp_path, head, why):
-    """A deferred Logger's method in the mixin before the warning is a record; the warning after a
-    record in the region is recorded too (to keep the order), and a record is lost when the lookup
-    fails: so the failure on values after it counts again, and the call stays as written."""
+    """A deferred call of a logger the runtime cannot name, in the mixin before the warning, is a
+    record; the warning after a record in the region is recorded too (to keep the order), and a
+    record is lost when the lookup fails: so the failure on values after it counts again, and the
+    call stays as written."""
     mixin_head = head if "helper" not in head else "from .c import helper_elsewhere\n        " + head
     orig, fixed = _tree(tmp_path, head=mixin_head)
     for root in (orig, fixed):
@@ -135,14 +145,15 @@ def test_a_record_or_code_not_read_before_the_call_keeps_the_lookup_a_reason(tmp
 
 def test_why_a_record_before_the_call_matters_the_runtime_records_the_warning_after_it(tmp_path):
     """The program the rule refuses to write, by hand: the mixin's Logger call deferred before the
-    warning (a record), then the warning. The runtime records the warning too (to keep the order),
-    and the id out of range loses both records with the graph, where the original showed both."""
+    warning (a logger made directly: a record), then the warning. The runtime records the warning
+    too (to keep the order), and the id out of range loses both records with the graph, where the
+    original showed both."""
     orig, fixed = _tree(tmp_path)
     applied, _ = fix_package(fixed, STACKS, rounds=1)
     assert len(applied) == 1
     entries = "entries=(__name__.rsplit('.', 1)[0] + '.b.Model',)"
-    for root, head in ((orig, 'logger.warning("heads %s", 1)'),
-                       (fixed, f'_graphmend_deferred(logger.warning, "log", 15, "head_mask", {entries})("heads %s", 1)')):
+    for root, head in ((orig, 'unnamed.warning("heads %s", 1)'),
+                       (fixed, f'_graphmend_deferred(unnamed.warning, "log", 15, "head_mask", {entries})("heads %s", 1)')):
         path = root / "pkg/mixin.py"
         path.write_text(path.read_text().replace("mask = mask + 0", head))
     bad = (torch.tensor([1, 9]), torch.ones(2))
@@ -159,7 +170,7 @@ def test_a_record_made_in_the_arguments_of_the_entrys_call_comes_before_it(tmp_p
         "head = self.head_mask(mask)\n        extended = self.extended_mask(mask)",
         "head = mask\n        extended = self.extended_mask(self.head_mask(mask))"))
     for root in (orig, fixed):
-        _write(root, {"pkg/mixin.py": MIXIN.format(head='logger.warning("heads %s", 1)')})
+        _write(root, {"pkg/mixin.py": MIXIN.format(head='unnamed.warning("heads %s", 1)'), "pkg/loggers.py": LOGGERS})
     applied, skipped = fix_package(fixed, STACKS, rounds=1)
     assert applied == [] and "before it in the region, may be deferred as a record" in skipped[0].fix.notes
 

@@ -22,16 +22,17 @@ import logging
 import warnings
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from graphmend.model import Frame, Safety  # noqa: E402
 from graphmend.transforms._deferral_entries import TRACE_SAFE_CALLS, TRACE_SAFE_FUNCTIONS  # noqa: E402
-from graphmend.transforms.base import RuleContext  # noqa: E402
+from graphmend.transforms.base import RuleContext, iter_nodes  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
 from tests.transforms._side_effect_support import compiled_output, load_module, reset_dynamo  # noqa: E402
-from tests.transforms.test_deferral_cross_file import Events, _package, fix_package, load  # noqa: E402
+from tests.transforms.test_deferral_cross_file import A, Events, _package, fix_package, load  # noqa: E402
 
 DTYPES = (torch.bool, torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.complex64)
 SHAPES = ((), (0,), (2, 3), (1, 0, 2))
@@ -85,21 +86,48 @@ TRACE_FAULTS = [
 ]
 
 
+# a.py with its logger made by a helper of the package that the rules cannot show to return what
+# logging.getLogger returns (a logger of its own, made directly): the runtime cannot name it either
+UNNAMED = {"pkg/logs.py": 'import logging\n\n\ndef get_logger(name):\n    logger = logging.Logger(name)\n'
+                          '    logger.parent = logging.getLogger(name)  # its records reach the handlers of "gmx"\n'
+                          '    return logger\n'}
+A_UNNAMED = A.replace("import torch\n", "import torch\n\nfrom .logs import get_logger\n", 1).replace(
+    'logger = logging.getLogger("gmx")', 'logger = get_logger("gmx")')
+UNNAMED_STACKS = {"pkg/a.py": tuple((line + 2, frames[:-1] + (Frame("pkg/a.py", line + 2, "helper"),))
+                                    for line, frames in STACKS["pkg/a.py"])}
+
+
 @pytest.mark.parametrize("body", TRACE_FAULTS, ids=["broadcast", "linear", "view", "subscript", "cat", "minus"])
-def test_code_after_the_call_that_may_fail_while_tracing_leaves_the_logger_call_as_written(tmp_path, body):
-    """The warning of constants is made by the runtime when the trace after it fails (fixed, safe);
-    the Logger's record is not (the op cannot name the logger): left as written, with the reason.
-    Its graph break then ends the graph that makes the warning, before the trace that fails."""
+def test_code_after_the_call_that_may_fail_while_tracing_keeps_the_warning_and_the_logger_call(tmp_path, body):
+    """The warning of constants and the method of the logger logging.getLogger returns are made by
+    the runtime when the trace after them fails (fixed, safe), each once per call."""
     orig, fixed = _package(tmp_path, b=B_TEMPLATE.format(body=body))
     applied, skipped = fix_package(fixed, STACKS, rounds=1)
-    assert [(f.rule, f.safety) for f in applied] == [("GM203", Safety.SAFE)]
-    assert [s.fix.rule for s in skipped] == ["GM202"] and skipped[0].fix.safety is Safety.UNSAFE
-    assert "may fail while Dynamo traces it" in skipped[0].fix.notes, skipped[0].fix.notes
+    assert sorted((f.rule, f.safety) for f in applied) == [("GM202", Safety.SAFE), ("GM203", Safety.SAFE)]
     x = torch.arange(3.0)
     inputs = [(x, torch.ones(3)), (torch.ones(4), torch.ones(4)), (torch.tensor(1.0), torch.ones(1)),
               (torch.ones(3, dtype=torch.bool), torch.ones(3, 3)), (x, torch.ones(3))]
     for backend, (events, outcomes) in _differential(orig, fixed, inputs, "always"):
-        assert [e[0] for e in events].count("warn") == len(inputs), backend
+        assert [e[0] for e in events] == ["warn", "log"] * len(inputs), backend
+
+
+@pytest.mark.parametrize("body", TRACE_FAULTS[:2], ids=["broadcast", "linear"])
+def test_code_after_the_call_that_may_fail_while_tracing_leaves_a_logger_the_runtime_cannot_name(tmp_path, body):
+    """A logger the rules cannot show to be one logging.getLogger returns (made by a helper that
+    builds its own): the runtime would record its call (it cannot name the logger), which a failed
+    trace loses, so the call is left as written, with the reason. Its graph break then ends the
+    graph that makes the warning, before the trace that fails."""
+    orig, fixed = _package(tmp_path, a=A_UNNAMED, b=B_TEMPLATE.format(body=body))
+    for root in (orig, fixed):
+        (root / "pkg/logs.py").write_text(UNNAMED["pkg/logs.py"])
+    applied, skipped = fix_package(fixed, UNNAMED_STACKS, rounds=1)
+    assert [(f.rule, f.safety) for f in applied] == [("GM203", Safety.SAFE)]
+    assert [s.fix.rule for s in skipped] == ["GM202"] and skipped[0].fix.safety is Safety.UNSAFE
+    assert "may fail while Dynamo traces it" in skipped[0].fix.notes, skipped[0].fix.notes
+    x = torch.arange(3.0)
+    inputs = [(x, torch.ones(3)), (torch.ones(4), torch.ones(4)), (x, torch.ones(3))]
+    for backend, (events, outcomes) in _differential(orig, fixed, inputs, "always"):
+        assert [e[0] for e in events] == ["warn", "log"] * len(inputs), backend
 
 
 def _observe(call, inputs, action):
@@ -263,10 +291,55 @@ def test_same_file_print_of_a_tensor_before_an_error_found_while_tracing_is_left
     assert _shown(load_module(tmp_path, result.text), calls) == want
 
 
-@pytest.mark.xfail(strict=True, reason="a Logger's method (a record the boundary replays, not the op) before code "
-                   "that may fail while Dynamo traces it is fixed as safe in the same file, and its record is lost "
-                   "when that trace fails (the cross-file rule declines it)")
 @pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
-def test_same_file_logger_record_before_an_error_found_while_tracing(tmp_path, case):
+def test_same_file_logger_call_before_an_error_found_while_tracing(tmp_path, case):
+    """The method of a logger logging.getLogger returns, given constants: made in the graph by the
+    op, and from the failed trace by the boundary (fixed, safe)."""
     result, calls, want = _same_file_case(tmp_path, LOGGED, case)
-    assert not result.applied or _shown(load_module(tmp_path, result.text), calls) == want
+    assert [(f.rule, f.safety) for f in result.applied] == [("GM202", Safety.SAFE)]
+    assert _shown(load_module(tmp_path, result.text), calls) == want
+
+
+TENSOR_LOGGED = LOGGED.replace('log.warning("projecting %s", 1)', 'log.warning("projecting %s", x.sum())')
+
+
+@pytest.mark.parametrize("case", sorted(SAME_FILE_CALLS))
+def test_same_file_logger_call_given_a_tensor_before_an_error_found_while_tracing_is_left_as_written(tmp_path, case):
+    """Given a tensor (its value is not known while tracing), the logger's call is lost with a failed
+    trace, as a print of a tensor is: left as written, with the reason."""
+    result, calls, want = _same_file_case(tmp_path, TENSOR_LOGGED, case)
+    assert not result.applied and [s.fix.safety for s in result.skipped] == [Safety.UNSAFE]
+    assert "may fail while Dynamo traces it" in result.skipped[0].fix.notes
+    assert _shown(load_module(tmp_path, result.text), calls) == want
+
+
+NAMED = {  # how the logger is bound at module level -> whether the rules show the runtime names it
+    'import logging\nlog = logging.getLogger(__name__)\n': True,
+    'import logging as lg\nlog = lg.getLogger("x")\n': True,
+    'from logging import getLogger\nlog = getLogger(__name__)\n': True,
+    'from transformers.utils import logging\nlog = logging.get_logger(__name__)\n': True,
+    'from transformers.utils.logging import get_logger\nlog = get_logger(__name__)\n': True,
+    'from pkg.logs import get_logger\nlog = get_logger(__name__)\n': True,  # returns logging.getLogger(name)
+    'from .logs import get_logger\nlog = get_logger(__name__)\n': True,
+    'from . import logs\nlog = logs.get_logger(__name__)\n': True,
+    'from pkg.logs import make_logger as get_logger\nlog = get_logger(__name__)\n': False,  # returns Logger(name)
+    'from elsewhere import get_logger\nlog = get_logger(__name__)\n': False,  # not in the repository
+    'import logging\nlog = logging.getLogger(__name__)\nlog = logging.getLogger("y")\n': False,  # bound twice
+    'import logging\nlog = logging.LoggerAdapter(logging.getLogger(__name__), {})\n': False,
+}
+LOGS = ('import logging\n\n\ndef get_logger(name=None):\n    if name is None:\n        name = "pkg"\n'
+        '    return logging.getLogger(name)\n\n\ndef make_logger(name):\n    return logging.Logger(name)\n')
+
+
+@pytest.mark.parametrize("binding", sorted(NAMED))
+def test_the_rules_name_a_logger_only_when_logging_getlogger_returns_it(tmp_path, binding):
+    from graphmend.transforms.base import SourceFile
+    from graphmend.transforms.logging_in_compiled_region import named_logger
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/logs.py").write_text(LOGS)
+    source = SourceFile("pkg/m.py", binding + "\n\ndef f():\n    log.warning('x')\n")
+    call = next(n for n in iter_nodes(source.module, (cst.Call,)) if source.code(n.func) == "log.warning")
+    assert named_logger(source, call, str(tmp_path)) is NAMED[binding]
+    assert not named_logger(source, call) or "pkg" not in binding and "logs" not in binding  # no root: no helper read

@@ -58,12 +58,9 @@ def _run(module) -> str:
 
 LOGGED = EMBEDDING.replace("import torch\n", "import logging\n\nimport torch\n\nlog = logging.getLogger('gm_faults')\n", 1) \
     .replace('print("looking up", ids.shape)', 'log.warning("looking up %s", ids.shape)')
-LOST = pytest.mark.xfail(strict=True, reason="a deferred Logger method before a value fault in the same graph (an "
-                         "nn.Embedding submodule) is fixed as safe and lost when the lookup raises: it is a record the "
-                         "boundary replays only when the graph returns")
 
 
-@pytest.mark.parametrize("text", [EMBEDDING, INDEXING_SUBMODULE, pytest.param(LOGGED, marks=LOST)],
+@pytest.mark.parametrize("text", [EMBEDDING, INDEXING_SUBMODULE, LOGGED],
                          ids=["embedding", "indexing-submodule", "logger-method"])
 def test_output_before_a_failing_lookup_comes_out_before_the_error(tmp_path, text):
     result = fix_text("m.py", text, RuleContext(file="m.py", device="cpu"))  # the default safety: safe

@@ -30,13 +30,14 @@ class Gather(torch.nn.Module):
 '''
 
 # The rewritten form of a forward with every kind of deferred call, a value the op cannot carry
-# (a class object) and a Logger method (Dynamo cannot name its logger) before a later print.
+# (a class object) and a Logger method before a later print: of the logger logging.getLogger
+# returns (the op names it), or of one made directly (the op cannot name it: a record).
 MIXED = '''import logging
 import warnings
 
 import torch
 
-log = logging.getLogger("gm_ingraph")
+log = {logger}
 
 
 class Mixed(torch.nn.Module):
@@ -58,13 +59,13 @@ class Mixed(torch.nn.Module):
 '''
 
 
-def _mixed_text(fixed: bool) -> str:
-    calls = {"print": "print", "warn": "warnings.warn", "root": "logging.warning", "log": "log.warning"}
+def _mixed_text(fixed: bool, logger: str = 'logging.getLogger("gm_ingraph")') -> str:
+    calls = {"print": "print", "warn": "warnings.warn", "root": "logging.warning", "log": "log.warning", "logger": logger}
     if fixed:
         calls = {"print": '_graphmend_deferred(print, "call", 16, "forward")',
                  "warn": '_graphmend_deferred(warnings.warn, "warn", 17, "forward")',
                  "root": '_graphmend_deferred(logging.warning, "root-log", 18, "forward")',
-                 "log": '_graphmend_deferred(log.warning, "log", 20, "forward")'}
+                 "log": '_graphmend_deferred(log.warning, "log", 20, "forward")', "logger": logger}
     text = MIXED.format(**calls)
     if fixed:  # the runtime inline, as `graphmend fix` writes it for a script outside a package
         runtime = fix_program(GATHER).text
@@ -133,13 +134,18 @@ def test_print_before_a_failing_embedding_comes_out_before_the_exception(tmp_pat
         assert counter.graphs == 1
 
 
+LOGGERS = {"none": 'logging.getLogger("gm_ingraph")', "named": 'logging.getLogger("gm_ingraph")',
+           "unnamed": 'logging.Logger("gm_direct"); log.parent = logging.getLogger()'}  # its records reach the root
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-@pytest.mark.parametrize("late_log", [False, True])
+@pytest.mark.parametrize("late_log", sorted(LOGGERS))
 def test_every_kind_in_program_order_on_calls_that_pass_and_fail(tmp_path, backend, late_log):
-    original, fixed = load_module(tmp_path, _mixed_text(False)), load_module(tmp_path, _mixed_text(True))
+    logger = LOGGERS[late_log]
+    original, fixed = load_module(tmp_path, _mixed_text(False, logger)), load_module(tmp_path, _mixed_text(True, logger))
     torch.manual_seed(0)
-    model = original.Mixed(late_log)
-    rewritten = fixed.Mixed(late_log)
+    model = original.Mixed(late_log != "none")
+    rewritten = fixed.Mixed(late_log != "none")
     rewritten.load_state_dict(model.state_dict())
     expected = _observe(model, CALLS)
     _same(expected, _observe(rewritten, CALLS))
@@ -147,13 +153,14 @@ def test_every_kind_in_program_order_on_calls_that_pass_and_fail(tmp_path, backe
     before = graph_breaks()
     got = _observe(torch.compile(rewritten, backend=backend), CALLS)
     assert graph_breaks() == before
-    if not late_log:
-        # everything before the failing embedding is in the graph, made when the graph runs
+    if late_log != "unnamed":
+        # everything before the failing embedding is in the graph, made when the graph runs (the
+        # method of a logger that logging.getLogger returns too)
         _same(expected, got)
         return
-    # A Logger method is a record replayed by the boundary, and so is every call after it in the
-    # region (the order is kept); on the failing call those records are lost, as they were
-    # before the in-graph op: what came before them still comes out before the exception.
+    # A method of a logger the op cannot name is a record replayed by the boundary, and so is every
+    # call after it in the region (the order is kept); on the failing call those records are lost,
+    # as they were before the in-graph op: what came before them still comes out before the exception.
     assert [o[0] for o in got[0]] == [o[0] for o in expected[0]]
     lines, want = got[1].splitlines(), expected[1].splitlines()
     # per call: start, the root record, the Logger record, "after the log" (and "end" if it passed)

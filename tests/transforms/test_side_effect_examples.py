@@ -57,8 +57,10 @@ def packages(tmp_path_factory):
         path = fixed / name
         text = re.sub(r"\btinymodels\.", "tinymodels_fixed.", path.read_text())
         lines = route_breaks([b for b in breaks if b.file.endswith("/" + name)], all_rules())
-        ctx = RuleContext(file=name, threshold=Safety.SAFE, device="cpu", verified=True)
-        result = fix_text(name, text, ctx, lines_by_rule=lines)
+        # the repository's root, as `graphmend fix` gives it: the rules read the logger's helper there
+        rel = f"tinymodels_fixed/{name}"
+        ctx = RuleContext(file=rel, threshold=Safety.SAFE, device="cpu", verified=True, root=str(tmp))
+        result = fix_text(rel, text, ctx, lines_by_rule=lines)
         assert not result.failed and not result.error
         applied[name] = sorted(f.rule for f in result.applied)
         path.write_text(result.text)

@@ -33,14 +33,9 @@ LOGGED = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a Logger method (`logger.warning` on a module-level logger) or `logging.log(level, ...)` is deferred as "
-    "a record (_graphmend_target names neither), which a failed trace loses: the calls given the wrong "
-    "width show the print and the warning but not the log record the original made before its error "
-    "(the site is applied as safe)"))
 @pytest.mark.parametrize("how", ["eager", "aot_eager"])
 @pytest.mark.parametrize("form", sorted(LOGGED))
-def test_a_log_call_the_op_cannot_name_before_an_error_found_while_tracing(tmp_path, form, how):
+def test_a_logger_method_or_logging_log_before_an_error_found_while_tracing(tmp_path, form, how):
     text = LOGGED[form]
     assert text != PROGRAM
     _same(tmp_path, text.format(middle="pass"), CALLS, how)
