@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -46,6 +48,20 @@ class GraphCounter:
     def __call__(self, gm, example_inputs):
         self.graphs += 1
         return gm.forward
+
+
+@contextlib.contextmanager
+def captured_logger(name: str, handler: logging.Handler):
+    """The records of logger ``name`` at every level go to ``handler`` alone (not propagated to the
+    root's handlers) while the block runs; the logger's handlers are as they were afterwards."""
+    log = logging.getLogger(name)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    try:
+        yield log
+    finally:
+        log.removeHandler(handler)
 
 
 def compiled_output(module, calls, logger: str) -> str:

@@ -246,7 +246,7 @@ class M(nn.Module):
     assert not _fix(body, dynamic=True)[1].applied
 
 
-_REBOUND = """
+_BLOCK = """
 {prelude}
 class Block(nn.Module):
     def __init__(self):
@@ -256,12 +256,10 @@ class Block(nn.Module):
 
     def forward(self, x):
         h = self.proj(x)
-        if x.sum() > 0:
-            y = 1 - h
-        else:
-            y = h * 1
+        {site}
         return y
 """
+_REBOUND = _BLOCK.replace("{site}", "if x.sum() > 0:\n            y = 1 - h\n        else:\n            y = h * 1")
 
 
 @pytest.mark.parametrize("prelude, module, init", [

@@ -14,22 +14,9 @@ import pytest
 import torch
 
 from tests.transforms._side_effect_support import load_module
+from tests.transforms.test_arms_redteam import _BLOCK
 from tests.transforms.test_predication_redteam import _declined_or_same
 from tests.transforms.test_predication_soundness import _fix
-
-_BLOCK = """
-{prelude}
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = {module}
-        {init}
-
-    def forward(self, x):
-        h = self.proj(x)
-        {site}
-        return y
-"""
 
 SITES = {
     "statement": "if x.sum() > 0:\n            y = 1 - h\n        else:\n            y = h.clone()",

@@ -33,6 +33,7 @@ from graphmend.transforms._runtime_copy import locate, write_files  # noqa: E402
 from graphmend.transforms.base import RuleContext  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
 from graphmend.transforms.registry import all_rules  # noqa: E402
+from tests.transforms._side_effect_support import captured_logger  # noqa: E402
 
 _names = itertools.count()
 RULES = [r for r in all_rules() if r.code in ("GM201", "GM202", "GM203")]
@@ -139,21 +140,13 @@ class Events(logging.Handler):
 
 def run(fn, *args, logger="gmx"):
     events = Events()
-    log = logging.getLogger(logger)
-    log.addHandler(events)
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
-    outcome = None
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(events):
-            warnings.simplefilter("always")
-            warnings.showwarning = events.warn
-            try:
-                outcome = ("value", fn(*args).tolist())
-            except Exception as exc:  # noqa: BLE001 - compared between the programs
-                outcome = ("raised", type(exc).__name__)
-    finally:
-        log.removeHandler(events)
+    with captured_logger(logger, events), warnings.catch_warnings(), contextlib.redirect_stdout(events):
+        warnings.simplefilter("always")
+        warnings.showwarning = events.warn
+        try:
+            outcome = ("value", fn(*args).tolist())
+        except Exception as exc:  # noqa: BLE001 - compared between the programs
+            outcome = ("raised", type(exc).__name__)
     return events.seen, outcome
 
 

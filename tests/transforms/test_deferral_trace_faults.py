@@ -18,7 +18,6 @@ pass and calls that fail, under the warnings filters "always", "error" and "once
 from __future__ import annotations
 
 import itertools
-import logging
 import warnings
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from graphmend.model import Frame, Safety  # noqa: E402
 from graphmend.transforms._deferral_entries import TRACE_SAFE_CALLS, TRACE_SAFE_FUNCTIONS  # noqa: E402
 from graphmend.transforms.base import RuleContext, iter_nodes  # noqa: E402
 from graphmend.transforms.engine import fix_text  # noqa: E402
-from tests.transforms._side_effect_support import compiled_output, load_module, reset_dynamo  # noqa: E402
+from tests.transforms._side_effect_support import captured_logger, compiled_output, load_module, reset_dynamo  # noqa: E402
 from tests.transforms.test_deferral_cross_file import A, Events, _package, fix_package, load  # noqa: E402
 
 DTYPES = (torch.bool, torch.uint8, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.complex64)
@@ -134,14 +133,8 @@ def _observe(call, inputs, action):
     """Warnings (category, message, file, line), log records and printed text in one ordered list,
     and each call's value or exception, under the warnings filter ``action``."""
     events = Events()
-    log = logging.getLogger("gmx")
-    log.addHandler(events)
-    log.setLevel(logging.DEBUG)
-    log.propagate = False
-    try:
+    with captured_logger("gmx", events):
         outcomes = events.calls(call, inputs, action)
-    finally:
-        log.removeHandler(events)
     return events.seen, outcomes
 
 

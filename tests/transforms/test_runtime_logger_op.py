@@ -19,7 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.transforms._side_effect_support import GraphCounter, fix_program, graph_breaks, load_module, reset_dynamo  # noqa: E402
+from tests.transforms._side_effect_support import (GraphCounter, captured_logger, fix_program, graph_breaks,  # noqa: E402
+                                                   load_module, reset_dynamo)
 
 PROGRAM = '''import logging
 
@@ -64,14 +65,10 @@ def program(tmp_path):
     result = fix_program(PROGRAM, codes=("GM2",))
     assert sorted(f.rule for f in result.applied) == ["GM202"] * 3, [d.reason for d in result.declined]
     handler = Capture()
-    parent = logging.getLogger("gm_op")
-    parent.addHandler(handler)
-    parent.setLevel(logging.DEBUG)
-    parent.propagate = False
     try:
-        yield load_module(tmp_path, PROGRAM), load_module(tmp_path, result.text), handler
+        with captured_logger("gm_op", handler):
+            yield load_module(tmp_path, PROGRAM), load_module(tmp_path, result.text), handler
     finally:
-        parent.removeHandler(handler)
         logging.Logger.warning_once.cache_clear()
 
 
