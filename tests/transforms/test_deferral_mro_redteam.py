@@ -71,3 +71,36 @@ def test_a_method_replaced_outside_its_def_is_not_read_as_the_def(tmp_path, how)
     assert [e[:2] for e in shown[0]] == [("log", "heads 1"), ("warn", "careful")], shown  # what the original runs
     applied, skipped = fix_package(fixed, STACKS, rounds=1)
     assert applied == [] and [s.fix.safety for s in skipped] == [Safety.UNSAFE], [(f.rule, f.notes) for f in applied]
+
+
+# -- the import-time check: module-level code that runs the rewritten method before the runtime
+# appended at the end of the file is defined ---------------------------------------------------
+
+IMPORT_TIME = '''import torch
+
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        print("forward", x.shape)
+        return x * 2
+
+
+{tail}
+'''
+
+
+@pytest.mark.parametrize("tail", [
+    "X = M\nX()(torch.ones(2))",  # the class under another name
+    "REGISTRY = {'m': M}\nREGISTRY['m']()(torch.ones(2))",  # a registry
+    "for cls in (M,):\n    cls()(torch.ones(2))",  # a loop over classes
+])
+def test_a_class_called_at_import_time_through_another_name_keeps_the_call(tmp_path, tail):
+    """Was: only a call of the class's own name counted, so the print was deferred and the
+    module's import failed (NameError: `_graphmend_deferred`, defined at the end of the file)."""
+    from tests.transforms._side_effect_support import fix_program, load_module
+
+    program = IMPORT_TIME.format(tail=tail)
+    result = fix_program(program, codes=("GM2",))
+    for text in (program, result.text):
+        load_module(tmp_path, text)  # the original imports; so must the fixed program
+    assert not result.applied and "while the module is still executing" in result.declined[0].reason
