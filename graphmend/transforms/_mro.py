@@ -13,9 +13,10 @@ something other than a class or an import, a module outside the package (``torch
 excepted: its attributes are read from the installed torch), a package ``__init__`` that does not
 bind the name, an order C3 rejects, a class that defines ``__getattribute__``, the name assigned
 in a class body or on ``self`` (an instance attribute shadows the method), a decorated method, a
-decorated class or one defining ``__init_subclass__`` (either may replace the methods), a store of
+class defining ``__init_subclass__`` (it may replace its subclasses' methods), a store of
 the name on a class of the order in that class's file (``Mixin.method = ...``, ``setattr(Mixin,
-...)``). Assumed, as for the classes of one file: no other file replaces a method or a base.
+...)``). Assumed, as for the classes of one file: no other file replaces a method or a base, nor
+does a class decorator (transformers' ``@auto_docstring`` on every model class sets docstrings).
 """
 
 from __future__ import annotations
@@ -190,8 +191,6 @@ class Hierarchy:
             if isinstance(found, str):
                 return found
             source, cls = found
-            if cls.decorators:
-                return f"{each[1]} in {each[0]} is decorated (the decorator may replace its methods)"
             for stmt in _body(cls):
                 if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("__getattribute__", "__init_subclass__"):
                     return f"{each[1]} in {each[0]} defines {stmt.name.value}"
