@@ -141,6 +141,16 @@ def import_time_use(source: SourceFile, site: Optional[cst.CSTNode] = None) -> O
     from graphmend.transforms.base import iter_nodes
 
     local = {s.name.value for s in source.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    # names module-level code binds to a value that names one of them (``X = Model``, a registry
+    # ``{"m": Model}``, ``for cls in (Model,)``): a call through one may run any of its code
+    aliases: set[str] = set()
+    for stmt in source.module.body:
+        if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and any(
+                n.value in local | aliases for n in iter_nodes(stmt, (cst.Name,))):
+            for target in iter_nodes(stmt, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.AsName,
+                                            cst.NamedExpr, cst.CompFor)):
+                aliases.update(n.value for n in iter_nodes(target.target if not isinstance(target, cst.AsName)
+                                                           else target.name, (cst.Name,)))
     for stmt in source.module.body:
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             continue
@@ -149,11 +159,15 @@ def import_time_use(source: SourceFile, site: Optional[cst.CSTNode] = None) -> O
                     "is still executing, before the runtime appended at its end is defined (NameError)")
         for call in iter_nodes(stmt, (cst.Call,)):
             root, docstring = call.func, False
-            while isinstance(root, (cst.Attribute, cst.Call)):
+            while isinstance(root, (cst.Attribute, cst.Call, cst.Subscript)):
                 # a method of a docstring (``Model.method.__doc__.format(...)``): a str's, or None's
                 docstring = docstring or (root is not call.func and isinstance(root, cst.Attribute)
                                           and root.attr.value == "__doc__")
-                root = root.value if isinstance(root, cst.Attribute) else root.func
+                root = root.func if isinstance(root, cst.Call) else root.value
+            if isinstance(root, cst.Name) and root.value in aliases - local and not root.value.startswith("_graphmend"):
+                return (f"`{source.module.code_for_node(call.func)}(...)` at line {source.line(stmt)} may run this file's code (`{root.value}` "
+                        "is bound to a value that names it) while the module is still executing, before the runtime "
+                        "appended at its end is defined (NameError)")
             if isinstance(root, cst.Name) and root.value in local and not root.value.startswith("_graphmend") \
                     and not docstring and not (site is not None and root is call.func
                                                and not _may_reach(source, call, site)):

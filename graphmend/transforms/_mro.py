@@ -12,9 +12,11 @@ Anything not shown this way is a reason, never a guess: a base bound more than o
 something other than a class or an import, a module outside the package (``torch.nn.Module``
 excepted: its attributes are read from the installed torch), a package ``__init__`` that does not
 bind the name, an order C3 rejects, a class that defines ``__getattribute__``, the name assigned
-in a class body or on ``self`` (an instance attribute shadows the method), a decorated method.
-Assumed, as for the classes of one file: no code outside the class bodies replaces a method or a
-base (``Mixin.method = ...``, a metaclass).
+in a class body or on ``self`` (an instance attribute shadows the method), a decorated method, a
+class defining ``__init_subclass__`` (it may replace its subclasses' methods), a store of
+the name on a class of the order in that class's file (``Mixin.method = ...``, ``setattr(Mixin,
+...)``). Assumed, as for the classes of one file: no other file replaces a method or a base, nor
+does a class decorator (transformers' ``@auto_docstring`` on every model class sets docstrings).
 """
 
 from __future__ import annotations
@@ -190,8 +192,11 @@ class Hierarchy:
                 return found
             source, cls = found
             for stmt in _body(cls):
-                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__getattribute__":
-                    return f"{each[1]} in {each[0]} defines __getattribute__"
+                if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("__getattribute__", "__init_subclass__"):
+                    return f"{each[1]} in {each[0]} defines {stmt.name.value}"
+            stored = _stored_on(source, each[1], name)
+            if stored is not None:
+                return f"{each[1]} in {each[0]} is changed at module level ({stored})"
             if _assigns_self(cls, name):
                 return f"{each[1]} in {each[0]} assigns self.{name}, which shadows the method"
         for each in order:
@@ -303,6 +308,23 @@ def _binds(stmt: cst.CSTNode, name: str) -> bool:
     return any(isinstance(n, cst.Name) and n.value == name for s in iter_nodes(stmt, (cst.AssignTarget, cst.AnnAssign,
                                                                                         cst.AugAssign, cst.ImportAlias))
                for n in iter_nodes(getattr(s, "target", None) or getattr(s, "asname", None) or s, (cst.Name,)))
+
+
+def _stored_on(source: SourceFile, cls: str, name: str) -> Optional[str]:
+    """Code of the file that may store ``name`` on its class ``cls`` (``Cls.name = ...``,
+    ``setattr(Cls, ...)`` of that name or of one not written out), or None."""
+    for node in iter_nodes(source.module, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Call)):
+        if isinstance(node, cst.Call):
+            first = node.args[0].value if node.args else None
+            second = node.args[1].value if len(node.args) > 1 else None
+            if _dotted(node.func) in ("setattr", "type.__setattr__") and isinstance(first, cst.Name) \
+                    and first.value == cls and not (isinstance(second, cst.SimpleString) and second.evaluated_value != name):
+                return _code(node)
+            continue
+        for t in iter_nodes(node.target, (cst.Attribute,)):
+            if isinstance(t.value, cst.Name) and t.value.value == cls and t.attr.value == name:
+                return _code(node.target) + " = ..."
+    return None
 
 
 def _assigns_self(cls: cst.ClassDef, name: str) -> bool:

@@ -431,6 +431,18 @@ if _graphmend_logger_key is not None:
     _graphmend_logger_key = _graphmend_logger_key(_graphmend_logger_key_of)
 
 
+def _graphmend_shows_exception(kind, target, kwargs):
+    # Traced by Dynamo: whether a Logger's call shows the exception being handled
+    # (``sys.exc_info()``, read by Logger._log when the call is made).
+    if kind not in ("log", "root-log"):
+        return False
+    # The method's name where the op names it (Dynamo breaks the graph on reading the name of
+    # another logger's method: that one's logger.exception is not seen here)
+    method = target[1].partition(":")[0] if target is not None else ""
+    shown = kwargs.get("exc_info", method == "exception")
+    return type(shown) in (bool, int) and bool(shown)
+
+
 def _graphmend_ingraph(where, callee, kind, line, function, op):
     """Under torch.compile: ``callee`` as the ordered effectful op ``op``, made when the graph
     runs (so output made before a later op of the graph fails comes out before the exception,
@@ -445,6 +457,10 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
 
     def ingraph(*args, **kwargs):
         target = _graphmend_target(callee, kind)
+        if _graphmend_shows_exception(kind, target, kwargs):
+            # The exception being handled (logger.exception, exc_info=True) is read when the call
+            # is made: where the call runs (the op in the graph, a replay after it) none is.
+            return _graphmend_now(callee, kind, line, function, where, args, kwargs)
         if _graphmend_shows_grad(args) or _graphmend_shows_grad(kwargs):
             # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``), which neither
             # the op's copy nor a record's has: the call is made at a graph break, after the
