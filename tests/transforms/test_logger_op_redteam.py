@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.transforms._side_effect_support import fix_program, load_module, reset_dynamo  # noqa: E402
+from tests.transforms._side_effect_support import captured_logger, fix_program, load_module, reset_dynamo  # noqa: E402
 
 
 class Capture(logging.Handler):
@@ -38,14 +38,8 @@ class Capture(logging.Handler):
 @pytest.fixture()
 def capture():
     handler = Capture()
-    parent = logging.getLogger("gm_red")
-    parent.addHandler(handler)
-    parent.setLevel(logging.DEBUG)
-    parent.propagate = False
-    try:
+    with captured_logger("gm_red", handler):
         yield handler
-    finally:
-        parent.removeHandler(handler)
 
 
 def _observe(tmp_path, text, backend, handler, between=lambda module: None, calls=2):
