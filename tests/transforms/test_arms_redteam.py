@@ -149,13 +149,13 @@ def test_a_submodule_whose_dtype_is_changed_proves_nothing(tmp_path, text, name,
     _declined_or_same(tmp_path, text, name, inputs)
 
 
-_TEMPERATURE = """
+_TEMPERATURES = """
 class Temperature(nn.Module):
-    \"\"\"A learnable log-temperature kept as a buffer that requires grad (trained by its own optimizer).\"\"\"
+    \"\"\"A log-temperature kept as a buffer.\"\"\"
 
-    def __init__(self):
+    def __init__(self{params}):
         super().__init__()
-        self.register_buffer("t", torch.zeros(3).requires_grad_())
+        {init}
 
     def forward(self, x):
         if x.sum() > 0:
@@ -163,7 +163,10 @@ class Temperature(nn.Module):
         else:
             y = self.t * 2
         return x + y
+{more}
 """
+# a learnable log-temperature: a buffer that requires grad (trained by its own optimizer)
+_TEMPERATURE = _TEMPERATURES.format(params="", init='self.register_buffer("t", torch.zeros(3).requires_grad_())', more="")
 
 
 def test_a_buffer_that_requires_grad_feeds_a_sqrt_not_taken(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.transforms._side_effect_support import load_module
-from tests.transforms.test_arms_redteam import _BLOCK
+from tests.transforms.test_arms_redteam import _BLOCK, _TEMPERATURES
 from tests.transforms.test_predication_redteam import _declined_or_same
 from tests.transforms.test_predication_soundness import _fix
 
@@ -123,22 +123,6 @@ def test_a_linear_converted_to_another_float_or_complex_dtype_stays_the_same_pro
 
 # --- buffers made to require grad where _buffers does not look --------------------------------
 
-_TEMPERATURE = """
-class Temperature(nn.Module):
-    \"\"\"A log-temperature kept as a buffer.\"\"\"
-
-    def __init__(self{params}):
-        super().__init__()
-        {init}
-
-    def forward(self, x):
-        if x.sum() > 0:
-            y = self.t.sqrt()
-        else:
-            y = self.t * 2
-        return x + y
-{more}
-"""
 
 _LEARNABLE = """
 
@@ -201,7 +185,7 @@ def test_a_buffer_made_to_require_grad_where_the_class_does_not_say(tmp_path, ca
     the _buffers registry make the buffer a gradient source: `self.t.sqrt()` not taken would
     back-propagate NaN into t.grad, so the site is declined."""
     params, init, more, entry = GRAD_BUFFERS[case]
-    body = _TEMPERATURE.format(params=params, init=init, more=more)
+    body = _TEMPERATURES.format(params=params, init=init, more=more)
     before, after = _buffer_grads(tmp_path, body, entry)
     torch.testing.assert_close(after, before, rtol=0, atol=0, equal_nan=False)
 
@@ -212,5 +196,5 @@ def test_a_buffer_made_to_require_grad_where_the_class_does_not_say(tmp_path, ca
 ], ids=["factory", "converted", "computed in a local (rotary frequencies)"])
 def test_a_plain_buffer_is_state_and_the_sqrt_is_rewritten(init):
     """A buffer nothing asks to require grad is no gradient source: the common fix stays."""
-    body = _TEMPERATURE.format(params="", init=init, more="")
+    body = _TEMPERATURES.format(params="", init=init, more="")
     assert _fix(body, dynamic=True)[1].applied
