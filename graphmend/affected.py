@@ -25,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Collection, Iterable, Optional
 
 from graphmend.config import CONFIG_NAMES, Config
 from graphmend.model import CheckReport, GraphBreak, TargetResult
@@ -72,9 +72,17 @@ def why_affected(base: Optional[TargetResult], changes: tuple[Change, ...], conf
         theirs = next((t for t in head_config.targets if t.name == base.name), None)
         if mine != theirs:
             return "the pull request changes its configuration"
-    if base.depends_on is None:
+    return why_changes_reach(base.depends_on, changes, config)
+
+
+def why_changes_reach(depends_on: Optional[Collection[str]], changes: Iterable[Change], config: Config) -> str:
+    """Why ``changes`` may change what a run that read ``depends_on`` (repo-relative files; None:
+    no complete record) computes, or "" when they cannot (the rules of this module's docstring).
+    ``verify`` uses it too: a fix that edits no file a target read is not run on that target."""
+    if depends_on is None:
         return "no complete record of the files it reads"
-    reads = set(base.depends_on)
+    reads = set(depends_on)
+    changes = tuple(changes)
     for c in changes:
         if c.path in reads:
             return f"it reads {c.path}, which the pull request changes"

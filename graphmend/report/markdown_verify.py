@@ -24,6 +24,8 @@ def _count(before: Optional[int], after: Optional[int]) -> str:
 def _verdict(t: TargetVerification) -> str:
     if t.error:
         return "could not run"
+    if t.unaffected:
+        return "unaffected"
     return "equivalent" if t.ok else "DIFFERENT"
 
 
@@ -73,6 +75,8 @@ def render_verify_text(report: VerifyReport) -> str:
                      f"[torch {env.torch_version}, {env.device}, {env.dtype}, {env.backend}]")
         if t.error:
             lines.append(f"    error: {t.error}")
+        if t.unaffected:
+            lines.append(f"    {t.unaffected}")
         for note in t.baseline:
             lines.append(f"    baseline: {note}")
         for m in t.mismatches:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from graphmend.affected import Change, why_changes_reach
 from graphmend.config import Config, ConfigError, TargetConfig
 from graphmend.model import Environment, Fix, TargetResult
 from graphmend.runner import Job, Runner, get_runner
@@ -109,7 +110,7 @@ class _ArmRunner:
             if not result.ok:
                 return None, f"{label}: {result.error}", first_scratch, info
             payload = result.data or {}
-            info = info or payload
+            info = _with_reads(info, payload) if info else payload
             for case in payload.get("cases", []):
                 data.cases[case["index"]] = case
             try:
@@ -165,6 +166,31 @@ def _feed(source: Path, scratch: Path) -> None:
             raise ValueError(f"{src}: {exc}") from None
 
 
+def _with_reads(info: dict, later: dict) -> dict:
+    """``info`` (an arm's first job) with the files a later job of the same arm read added: the
+    record vouches for the arm only when every job's record is complete."""
+    first, more = info.get("reads"), later.get("reads")
+    if not (isinstance(first, dict) and isinstance(more, dict)):
+        return dict(info, reads=None)
+    files = first.get("files"), more.get("files")
+    if not all(isinstance(f, list) for f in files):
+        return dict(info, reads=None)
+    return dict(info, reads={"files": sorted(set(files[0]) | set(files[1])),
+                             "complete": first.get("complete") is True and more.get("complete") is True})
+
+
+def _depends_on(info: dict) -> Optional[frozenset[str]]:
+    """The repository files an arm read, from its workers' claim checked at the channel; None
+    when the claim is missing, incomplete or malformed (then it vouches for nothing)."""
+    from graphmend.runner.channel import repo_paths
+
+    reads = info.get("reads")
+    if not isinstance(reads, dict) or reads.get("complete") is not True:
+        return None
+    files = repo_paths(reads.get("files"))
+    return None if files is None else frozenset(files)
+
+
 def _failing(data: ArmData) -> set[int]:
     return {i for i, case in data.cases.items() if any(not o.get("ok") for o in case["modes"].values())}
 
@@ -178,6 +204,10 @@ class _Before:
     scratch: Optional[Path]
     info: dict
     rerun: set[int] = dataclasses.field(default_factory=set)
+
+    @property
+    def depends_on(self) -> Optional[frozenset[str]]:
+        return _depends_on(self.info)
 
 
 def _environment(info: dict, target: TargetConfig) -> Environment:
@@ -242,11 +272,44 @@ def _verify_target(arms: _ArmRunner, before: _Before, after_root: Path, after_la
     )
 
 
+def tree_changes(root: Path, tree: Path) -> tuple[Change, ...]:
+    """What makes ``tree`` (a copy of ``root`` with fixes applied) differ from ``root``, file by file."""
+    out = []
+    for rel in changed_files(root, tree):
+        a, b = Path(root) / rel, tree / rel
+        there, here = a.is_symlink() or a.exists(), b.is_symlink() or b.exists()
+        status = "A" if not there else "D" if not here else "T" if a.is_symlink() != b.is_symlink() else "M"
+        out.append(Change(status, rel))
+    return tuple(out)
+
+
+def _unaffected(config: Config, arms: _ArmRunner, before: _Before, changes: tuple[Change, ...]) -> Optional[TargetVerification]:
+    """The verdict of a target the changes cannot reach, without running it: its "before" arm read
+    none of the files they change and they add, remove or retype no module it may import
+    (``graphmend.affected.why_changes_reach``). None when it must run."""
+    if before.error or before.data is None or why_changes_reach(before.depends_on, changes, config):
+        return None
+    graphs, recompiles = before.info.get("graph_count"), before.info.get("recompiles")
+    return TargetVerification(
+        name=arms.target.name, ok=True, cases=len(before.data.cases), graphs_before=graphs, graphs_after=graphs,
+        recompiles_before=recompiles, recompiles_after=recompiles, environment=_environment(before.info, arms.target),
+        unaffected=f"not run: it reads none of {', '.join(c.path for c in changes[:5])}"
+                   f"{' …' if len(changes) > 5 else ''}, which the change edits")
+
+
+def _verify_variant(config: Config, arms: _ArmRunner, before: _Before, tree: Path, label: str,
+                    changes: tuple[Change, ...]) -> TargetVerification:
+    """One target on one variant of the tree: not run when the changes cannot reach it."""
+    return _unaffected(config, arms, before, changes) or _verify_target(arms, before, tree, label)
+
+
 def _with_breaks(config: Config, results: list[TargetVerification], before_root: Path, after_root: Path, progress: Progress) -> list[TargetVerification]:
     """Graphs and breaks before -> after from dynamic detection, when it is available.
 
     Without it the graph counts of the verify workers' compiled runs stay (they count every
     graph compiled for all the cases, recompilations included) and the break counts stay None.
+    A target the change cannot reach (``unaffected``) is detected once: its counts after are
+    those before.
     """
     names = [r.name for r in results if r.error is None]
     if not names:
@@ -258,7 +321,9 @@ def _with_breaks(config: Config, results: list[TargetVerification], before_root:
     _say(progress, "verify: counting graphs and breaks before and after")
     try:
         before = {t.name: t for t in detect_targets(config, names, root=before_root)}
-        after = {t.name: t for t in detect_targets(config, names, root=after_root)}
+        reached = [r.name for r in results if r.error is None and not r.unaffected]
+        after = {t.name: t for t in detect_targets(config, reached, root=after_root)} if reached else {}
+        after.update({r.name: before[r.name] for r in results if r.unaffected and r.name in before})
     except Exception as exc:  # noqa: BLE001 - counting is extra information; the verdict stands
         _say(progress, f"verify: counting breaks failed: {type(exc).__name__}: {exc}")
         return results
@@ -344,7 +409,8 @@ def verify_fixes(config: Config, fixes: Sequence[Fix], target_names: Optional[It
                 apply_fixes_to_tree(tree, chosen)
             except Exception as exc:  # noqa: BLE001 - EditConflict, a missing file: the fix does not apply
                 return f"does not apply: {exc}", [], None
-            results = [_verify_target(arms[t.name], before[t.name], tree, variant) for t in targets]
+            changes = tree_changes(config.root, tree)
+            results = [_verify_variant(config, arms[t.name], before[t.name], tree, variant, changes) for t in targets]
             bad = [r for r in results if not r.ok]
             return (_summary(bad[0]) if bad else None), results, tree
 
@@ -406,7 +472,8 @@ def verify_edits(config: Config, base_root: Path, fixes: Sequence[Fix], target_n
                 apply_fixes_to_tree(tree, [fixes[i] for i in chosen])
             except Exception as exc:  # noqa: BLE001 - EditConflict, a missing file: the fixes do not apply
                 return f"does not apply: {exc}", []
-            results = [_verify_target(arms[t.name], before[t.name], tree, f"v{runs}") for t in targets]
+            changes = tree_changes(base_root, tree)
+            results = [_verify_variant(config, arms[t.name], before[t.name], tree, f"v{runs}", changes) for t in targets]
             bad = [r for r in results if not r.ok]
             if bad:
                 return _summary(bad[0]), results

@@ -57,6 +57,9 @@ class TargetVerification:
     error: Optional[str] = None  # the target could not run (then ``ok`` is False)
     environment: Environment = field(default_factory=Environment)
     duration_s: float = 0.0
+    # Why the target was not run on this tree: the change cannot reach it (it reads none of the
+    # files changed, ``graphmend.affected.why_changes_reach``); its counts are the original's.
+    unaffected: str = ""
 
 
 @dataclass(frozen=True)

@@ -440,7 +440,11 @@ def verify_task(payload: dict[str, Any], scratch: Path) -> dict[str, Any]:
         if stopped_at is not None:
             break
     torch.save(tensors, scratch / OUTPUTS)
+    from graphmend.worker import reads_under
+
     return {
+        # the repository files this arm read: a change to none of them cannot change what it does
+        "reads": reads_under(Path.cwd().resolve()),
         "cases": results,
         "case_count": len(cases),
         "stopped_at": stopped_at,
