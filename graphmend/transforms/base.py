@@ -43,16 +43,19 @@ changes nothing) and that ``docs`` has every section of :data:`DOC_SECTIONS`.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import difflib
+import functools
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, Iterator, Optional, Union
+from typing import ClassVar, Iterable, Iterator, Mapping, Optional, Union
 
 import libcst as cst
 from libcst.metadata import (
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
+    Scope,
     ScopeProvider,
 )
 
@@ -135,6 +138,48 @@ class SourceError(Exception):
     """A file that cannot be parsed (syntax error, not UTF-8, binary); message is one line."""
 
 
+class _Parsed:
+    """One text's libcst module and metadata. Scopes are resolved when a rule first asks: most
+    runs need positions and parents only, and scope analysis costs about as much as both."""
+
+    def __init__(self, text: str):
+        self.wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
+        self.module = self.wrapper.module
+        self.positions = self.wrapper.resolve(PositionProvider)
+        self.parents = self.wrapper.resolve(ParentNodeProvider)
+
+    @functools.cached_property
+    def scopes(self) -> Mapping[cst.CSTNode, Optional[Scope]]:
+        return self.wrapper.resolve(ScopeProvider)
+
+
+# The last texts parsed, most recent last. The same text is parsed again and again: the engine
+# parses a rewrite to check it, then the next round parses it to run the rules (a script's
+# rewrite carries a ~30 kB runtime copy); check, fix and verify read the same files. libcst nodes
+# and their metadata are immutable, so every SourceFile of one text shares one parse.
+# Bounded by count and by size (a parse holds ~400 bytes per character of source).
+_PARSED: "collections.OrderedDict[str, _Parsed]" = collections.OrderedDict()
+_PARSED_MAX = 8
+_PARSED_MAX_CHARS = 1_000_000
+
+
+def _parsed(path: str, text: str) -> _Parsed:
+    hit = _PARSED.get(text)
+    if hit is not None:
+        _PARSED.move_to_end(text)
+        return hit
+    try:
+        parsed = _Parsed(text)
+    except cst.ParserSyntaxError as exc:
+        raise SourceError(f"{path}:{exc.raw_line}: syntax error: {exc.message}") from None
+    except Exception as exc:  # libcst raises a few other types on odd input
+        raise SourceError(f"{path}: cannot parse: {exc}") from None
+    _PARSED[text] = parsed
+    while len(_PARSED) > 1 and (len(_PARSED) > _PARSED_MAX or sum(map(len, _PARSED)) > _PARSED_MAX_CHARS):
+        _PARSED.popitem(last=False)
+    return parsed
+
+
 class SourceFile:
     """One Python file, parsed once, with the metadata rules need and edit helpers."""
 
@@ -142,17 +187,15 @@ class SourceFile:
         self.path = path
         self.text = text
         self.lines = split_lines(text)
-        try:
-            module = cst.parse_module(text)
-        except cst.ParserSyntaxError as exc:
-            raise SourceError(f"{path}:{exc.raw_line}: syntax error: {exc.message}") from None
-        except Exception as exc:  # libcst raises a few other types on odd input
-            raise SourceError(f"{path}: cannot parse: {exc}") from None
-        self.wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self.module = self.wrapper.module
-        self.positions = self.wrapper.resolve(PositionProvider)
-        self.parents = self.wrapper.resolve(ParentNodeProvider)
-        self.scopes = self.wrapper.resolve(ScopeProvider)
+        self._parsed = _parsed(path, text)
+        self.wrapper = self._parsed.wrapper
+        self.module = self._parsed.module
+        self.positions = self._parsed.positions
+        self.parents = self._parsed.parents
+
+    @property
+    def scopes(self) -> Mapping[cst.CSTNode, Optional[Scope]]:
+        return self._parsed.scopes
 
     def own_line_ending(self, fix: Fix) -> Fix:
         """``fix`` with the lines it writes ending as this file's lines end (a CRLF file gets CRLF
