@@ -4,6 +4,9 @@
 ("after"). ``verify_fixes(config, fixes, ...)`` compares the working tree with private copies
 of it that have candidate fixes applied, each fix alone and then all those that passed
 together; a fix that fails is withdrawn (it is neither applied by ``fix`` nor suggested).
+A variant is not run on a target whose "before" arm read none of the files the variant changes
+(the workers record what they read; ``graphmend.affected.why_changes_reach`` decides): that
+target's verdict is ``unaffected``, with the reason.
 
 Each arm runs in its own worker process (``graphmend.verify.worker``), through the configured
 runner (a subprocess, or a container). The "before" arm writes its weights and inputs into
