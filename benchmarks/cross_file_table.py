@@ -19,8 +19,6 @@ one: outputs eager and compiled, printed text, log records, warnings in order).
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,29 +66,17 @@ def build(cls, config, kwargs, kind, dtype=torch.float32, device="cpu"):
     return model, (), {"input_ids": ids}
 '''
 
-CONFIG_HEAD = "paths: [src/]\nsandbox:\n  timeout_s: 900\nfix:\n  safety: safe\ntargets:\n"
-CONFIG_TARGET = "  - {{name: {name}, entry: \"tools.graphmend_targets:tiny_{name}\", device: cpu, dtype: float32, backend: eager}}\n"
-
-
 def write_repo(root: Path, names: list[str]) -> Path:
     import transformers
 
-    shutil.copytree(Path(transformers.__file__).parent, root / "src" / "transformers",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (root / "tools").mkdir()
-    (root / "tools" / "__init__.py").write_text("")
+    from benchmarks.copied_repo import make_repo
+
     text = TARGETS
     for name in names:
         cls, config, kwargs, kind = MODELS[name]
         text += (f"\n\ndef tiny_{name}(dtype=torch.float32, device='cpu'):\n"
                  f"    return build({cls!r}, {config!r}, {kwargs!r}, {kind!r}, dtype, device)\n")
-    (root / "tools" / "graphmend_targets.py").write_text(text)
-    (root / "graphmend.yml").write_text(CONFIG_HEAD + "".join(CONFIG_TARGET.format(name=n) for n in names))
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin"}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "before"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
-    return root
+    return make_repo(root, [transformers], text, {name: f"tiny_{name}" for name in names})
 
 
 def fix_and_verify(root: Path, progress=None):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 import torch
 import torch._dynamo
 
@@ -223,3 +224,43 @@ def test_one_argument_where_and_a_reported_mask_are_triggers():
     after = run_program(result.text, calls, "g")
     assert "Dynamic shape operator" in set(before[2]) and after[2] == [] and after[1] == 1
     assert all(torch.equal(x, y) for a, b in zip(before[0], after[0]) for x, y in zip(a, b))
+
+
+# How diffusers' schedulers find a timestep's index (``index_for_timestep``, called from ``step``):
+# measured on five schedulers, capture_scalar_outputs around every call leaves the graphs as they
+# are (the break moves to `len(indices)`, the nonzero's unbacked length deciding a Python `if`).
+LOOKUP = textwrap.dedent('''\
+    import torch
+
+
+    class Scheduler:
+        def __init__(self):
+            self.timesteps = torch.tensor([9, 6, 3, 0])
+            self.sigmas = torch.arange(4.0)
+
+        def index_for_timestep(self, timestep):
+            indices = (self.timesteps == timestep).nonzero()
+            pos = 1 if len(indices) > 1 else 0
+            return indices[pos].item()
+
+
+    SCHEDULER = Scheduler()
+
+
+    @torch.compile(backend=BACKEND)
+    def step(t, x):
+        return x * SCHEDULER.sigmas[SCHEDULER.index_for_timestep(t)]
+''')
+
+
+@pytest.mark.xfail(strict=True, reason="GM501 shows capture_scalar_outputs (display-only) for an .item() on a "
+                   "nonzero() result whose length decides an `if`; with the setting the graphs are unchanged")
+def test_gm501_not_shown_for_an_item_on_a_nonzero_whose_length_is_tested():
+    result = dynamic_fix(LOOKUP, GM501, [12])
+    calls = [(torch.tensor(v), torch.ones(2)) for v in (6, 3)]
+    _, graphs_before, _, _ = run_program(LOOKUP, calls, "step")
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        outs, graphs_with, _, _ = run_program(LOOKUP, calls, "step")
+    assert [o.tolist() for o in outs] == [[1.0, 1.0], [2.0, 2.0]]
+    assert graphs_with == graphs_before  # the setting does not help here...
+    assert not result.skipped and not result.applied  # ...so nothing should be proposed
