@@ -98,14 +98,17 @@ class _Shown(_reach._Program):
         if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "_graphmend_deferred":
             return True  # a record
         kind, name = self.t.func(func)
-        if E._inplace_flag(call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args) \
-                or (name.endswith("_") and not name.endswith("__")):
-            # a tensor every binding of which is made here (``y = x * 1; y.mul_(2)``) is the function's own
-            written, _ = E.call_writes(call, self.t, E.Modules(), frozenset())
+        inplace = E._inplace_flag(call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args) \
+            or (name.endswith("_") and not name.endswith("__"))
+        if inplace or (kind == "method" and name in _CONTAINER_UPDATES):
+            # a tensor or container every binding of which is made here (``y = x * 1; y.mul_(2)``,
+            # ``out = []; out.append(h)``) is the function's own: a failure drops it with the frame
+            if inplace:
+                written = E.call_writes(call, self.t, E.Modules(), frozenset())[0]
+            else:
+                written = E.roots(func.value)  # type: ignore[attr-defined]
             fn = enclosing_function(self.source, call)
             return not (written and fn is not None and all(_reach._fresh_local(fn, r, self.t) for r in written))
-        if kind == "method" and name in _CONTAINER_UPDATES:
-            return True
         own = E._is_self_module(call)
         return own is not None and owner in self.classes and own in E.Modules(self.classes[owner]).writers
 
