@@ -491,14 +491,15 @@ def trace_faults(source: SourceFile, call: cst.Call) -> tuple[Optional[str], dic
     return own, faults
 
 
-def _after(source: SourceFile, call: cst.Call, func: cst.FunctionDef) -> list[cst.CSTNode]:
-    """What completes after ``call`` in ``func``: what starts after it, what holds it
-    (``self.helper(x) + mask`` adds once the call returned), and what a loop around it runs again."""
+def _after(source: SourceFile, call: cst.CSTNode, func: cst.FunctionDef) -> list[cst.CSTNode]:
+    """What completes after ``call`` (a call, or any expression or statement) in ``func``: what
+    starts after it, what holds it (``self.helper(x) + mask`` adds once the call returned), and
+    what a loop around it runs again."""
     start = source.positions[call].end
     inside = {id(n) for n in iter_nodes(call, _AFTER)}
     return [n for n in _runs(func.body) if id(n) not in inside and (
         (source.positions[n].start.line, source.positions[n].start.column) >= (start.line, start.column)
-        or any(m is call for m in iter_nodes(n, (cst.Call,))) or R._same_loop(source, n, call, func))]
+        or any(m is call for m in iter_nodes(n, (type(call),))) or R._same_loop(source, n, call, func))]
 
 
 def _failure_in(program, nodes, func: cst.FunctionDef, seen: set[int], traced: bool = True,

@@ -13,10 +13,11 @@ something other than a class or an import, a module outside the package (``torch
 excepted: its attributes are read from the installed torch), a package ``__init__`` that does not
 bind the name, an order C3 rejects, a class that defines ``__getattribute__``, the name assigned
 in a class body or on ``self`` (an instance attribute shadows the method), a decorated method, a
-class defining ``__init_subclass__`` (it may replace its subclasses' methods), a store of
+class decorator not shown to set only the class's docstring (``_class_decorators``: its code read
+in the package, or transformers' ``@auto_docstring``, read in the installed 4.52.4, trusted by
+name), a class defining ``__init_subclass__`` (it may replace its subclasses' methods), a store of
 the name on a class of the order in that class's file (``Mixin.method = ...``, ``setattr(Mixin,
-...)``). Assumed, as for the classes of one file: no other file replaces a method or a base, nor
-does a class decorator (transformers' ``@auto_docstring`` on every model class sets docstrings).
+...)``). Assumed, as for the classes of one file: no other file replaces a method or a base.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable, Optional, Union
 
 import libcst as cst
 
+from graphmend.transforms._class_decorators import decorator_reason
 from graphmend.transforms.base import SourceFile, iter_nodes
 
 # The one class outside the package a base may be: torch's, whose attributes the installed torch shows.
@@ -191,6 +193,9 @@ class Hierarchy:
             if isinstance(found, str):
                 return found
             source, cls = found
+            decorated = decorator_reason(self, each[0], cls)
+            if decorated:
+                return f"{each[1]} in {each[0]} {decorated}"
             for stmt in _body(cls):
                 if isinstance(stmt, cst.FunctionDef) and stmt.name.value in ("__getattribute__", "__init_subclass__"):
                     return f"{each[1]} in {each[0]} defines {stmt.name.value}"

@@ -430,13 +430,14 @@ def _fresh_value(value: cst.BaseExpression, t) -> bool:
     return False
 
 
-def before(source: SourceFile, site: cst.CSTNode) -> Before:
-    """What may run before ``site`` in a compiled region, per entry (see the module's doc)."""
+def before(source: SourceFile, site: cst.CSTNode, program: Optional[_Program] = None) -> Before:
+    """What may run before ``site`` in a compiled region, per entry (see the module's doc);
+    ``program``: the file's, or a variant that judges writes otherwise (``_merged``)."""
     from graphmend.transforms._boundary import compiled_functions, enclosing_function, inside_try, module_classes_with_forward
     from graphmend.transforms._boundary import _outermost_function as _outermost
     from graphmend.transforms._callback import entry_callback
 
-    program = _Program(source)
+    program = program if program is not None else _Program(source)
     fn = enclosing_function(source, site)
     if fn is None:
         return Before(blocked="the check runs at module level, outside any compiled region")

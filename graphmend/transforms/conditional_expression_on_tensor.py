@@ -23,6 +23,7 @@ from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
 from graphmend.transforms import _later as L
+from graphmend.transforms import _merged as M
 from graphmend.transforms import _reads as R
 from graphmend.transforms import data_dependent_branch as gm101
 from graphmend.transforms.base import RuleContext, SourceFile, Transform
@@ -216,6 +217,9 @@ class ConditionalExpressionOnTensor(Transform):
         if why:
             raise _Declined(why)
         why = _later_use(node, source, func, t)  # type: ignore[arg-type]
+        if why:
+            raise _Declined(why)
+        why = M.lost_effects(source, node, [node.body, node.orelse])
         if why:
             raise _Declined(why)
         parens = {"lpar": node.lpar, "rpar": node.rpar}

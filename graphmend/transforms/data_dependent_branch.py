@@ -35,6 +35,7 @@ from graphmend.transforms import _analysis as A
 from graphmend.transforms import _effects as E
 from graphmend.transforms import _layout_guard as G
 from graphmend.transforms import _later as L
+from graphmend.transforms import _merged as M
 from graphmend.transforms import _reads as R
 from graphmend.transforms.base import RuleContext, SourceFile, Transform, iter_nodes
 
@@ -624,6 +625,9 @@ class DataDependentBranch(Transform):
         if why:
             raise _Declined(why)
         why = self._later_use(source, func, node, call_shape if shape == "call" else None, arms, final is None, test_names, t)
+        if why:
+            raise _Declined(why)
+        why = M.lost_effects(source, node, [node.body] + ([node.orelse] if node.orelse is not None else []))
         if why:
             raise _Declined(why)
 

@@ -64,18 +64,40 @@ def _hidden(tmp_path, how):
     return orig, fixed
 
 
-@pytest.mark.parametrize("how", [
-    pytest.param("class decorator", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "_mro.py reads a decorated class's body as its methods; declining every decorated class would "
-        "decline transformers' models (@auto_docstring on each): the decorator's code must be read"))),
-    *sorted(set(HIDDEN) - {"class decorator"}),
-])
+@pytest.mark.parametrize("how", sorted(HIDDEN))
 def test_a_method_replaced_outside_its_def_is_not_read_as_the_def(tmp_path, how):
     orig, fixed = _hidden(tmp_path, how)
     shown = run(load(orig, "pkg.b").Model(), *_inputs()[0])
     assert [e[:2] for e in shown[0]] == [("log", "heads 1"), ("warn", "careful")], shown  # what the original runs
     applied, skipped = fix_package(fixed, STACKS, rounds=1)
     assert applied == [] and [s.fix.safety for s in skipped] == [Safety.UNSAFE], [(f.rule, f.notes) for f in applied]
+
+
+# Decorators of the package whose code is read and shown to set only the class's __doc__: the
+# class is read as its body, and the warning is fixed as it is without them.
+DOC_DECORATORS = {
+    "sets __doc__": ("def swap(cls):\n    cls.__doc__ = 'Utils.' + (cls.__doc__ or '')\n    return cls\n", "@swap"),
+    "a factory that sets __doc__": ("def swap(*text):\n    def deco(cls):\n        cls.__doc__ = ''.join(text)\n"
+                                    "        return cls\n\n    return deco\n", "@swap('Utils.')"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(DOC_DECORATORS))
+def test_a_class_decorator_that_only_sets_the_docstring_keeps_the_fix(tmp_path, how):
+    deco, line = DOC_DECORATORS[how]
+    _, plain = _tree(tmp_path)
+    expected, _ = fix_package(plain, STACKS, rounds=1)
+    orig, fixed = _tree(tmp_path)
+    old = HIDDEN["class decorator"][0]
+    for root in (orig, fixed):
+        path = root / "pkg/mixin.py"
+        text = path.read_text()
+        assert old in text
+        decorated = old.replace("\n\n\nclass Utils:", f"\nfrom .deco import swap  # noqa: E402\n{line}\nclass Utils:")
+        path.write_text(text.replace(old, decorated))
+        (root / "pkg/deco.py").write_text(deco)
+    applied, skipped = fix_package(fixed, STACKS, rounds=1)
+    assert [(f.rule, f.safety) for f in applied] == [(f.rule, f.safety) for f in expected] != [], [s.fix.notes for s in skipped]
 
 
 # -- the import-time check: module-level code that runs the rewritten method before the runtime
