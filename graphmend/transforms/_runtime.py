@@ -453,43 +453,10 @@ def _graphmend_logger_method_of(function):
     return ""
 
 
-_graphmend_inplace_names = frozenset(("setitem", "delitem", "iadd", "isub", "imul", "imatmul", "itruediv", "ifloordiv",
-                                      "imod", "ipow", "iand", "ior", "ixor", "ilshift", "irshift"))
-
-
-def _graphmend_written_of():
-    # Whether the graph Dynamo is tracing has, so far, written state that exists outside it: an
-    # object made before the region (an attribute, a list, a dict, a global or a cell: Dynamo
-    # applies those writes once the graph has returned) or a tensor in place (a backend that
-    # functionalizes applies it at the graph's end). A call the op makes may raise (a handler
-    # that raises, the "error" warnings filter): those writes would then be lost, where the
-    # original made them before its call raised. Run while Dynamo traces; True where torch
-    # cannot tell.
-    try:
-        from torch._dynamo.symbolic_convert import InstructionTranslator
-
-        output = InstructionTranslator.current_tx().output
-        if output.side_effects.mutated_sources:
-            return True
-        nodes = list(output.graph.nodes)
-    except Exception:  # noqa: BLE001 - another torch: assume a write
-        return True
-    for node in nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-        schema = getattr(node.target, "_schema", None)
-        if ("out" in node.kwargs or name in _graphmend_inplace_names or getattr(schema, "is_mutable", False)
-                or (name.endswith("_") and not name.startswith("_"))):
-            return True
-    return False
-
-
-_graphmend_logger_key = _graphmend_logger_method = _graphmend_written = None
+_graphmend_logger_key = _graphmend_logger_method = None
 if hasattr(_graphmend_torch.compiler, "assume_constant_result"):
     _graphmend_logger_key = _graphmend_torch.compiler.assume_constant_result(_graphmend_logger_key_of)
     _graphmend_logger_method = _graphmend_torch.compiler.assume_constant_result(_graphmend_logger_method_of)
-    _graphmend_written = _graphmend_torch.compiler.assume_constant_result(_graphmend_written_of)
 
 
 def _graphmend_shows_exception(callee, kind, target, kwargs):
@@ -556,10 +523,6 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
             # the output keeps the program's order (and, as before the op, is lost when the
             # graph fails after it).
             return _graphmend_record(where, callee, kind, line, function)(*args, **kwargs)
-        if _graphmend_written is None or _graphmend_written():
-            # The graph wrote state before the call, which may raise: made at a graph break, after
-            # the graph (and its writes) before it, as the original made it.
-            return _graphmend_now(callee, kind, line, function, where, args, kwargs)
         op([kind, where.file, str(line), function, *target], *out)
 
     return ingraph

@@ -313,12 +313,14 @@ class RaiseOnce(logging.Handler):
             raise ValueError("handler failed")
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the op raises inside the graph (a handler that raises, a showwarning that raises, the 'error' filter) "
+    "and the writes the graph made before it are lost: the list append (Dynamo applies it once the graph "
+    "returns: the third call returns 5*x, not 6*x) and, under aot_eager, the buffer's add_; making such a "
+    "call at a graph break after a write costs t5 its fix (an in-place op or a mutation earlier in its graph)"))
 @pytest.mark.parametrize("call", ["logger.warning('w')", "warnings.warn('w')"])
 def test_state_written_before_a_call_that_raises_is_kept(tmp_path, capture, call):
-    """Was: the op raised inside the graph (a handler that raises, the 'error' filter), and the
-    writes made before it in the same graph were lost: the list append (Dynamo applies it once the
-    graph returns) and, under aot_eager, the buffer's add_. A call after a write in its graph is made
-    at a graph break now. The third call shows the second's writes."""
+    """The third call shows the second's writes, made before its call raised."""
     program = STATE_BEFORE.format(call=call)
 
     def between(module):
