@@ -380,9 +380,13 @@ def _graphmend_show_traced(error):
         _graphmend_perform(*payload, [])
 
 
+_graphmend_method_type = id(type(_graphmend_logging.root.warning))  # types.MethodType
+
+
 def _graphmend_target(callee, kind):
-    # Traced by Dynamo: (target, method[, logger]) naming ``callee`` by constants, or None (a
-    # method of a logger that logging.getLogger does not return, a callee of no known kind).
+    # Traced by Dynamo: (target, method[, logger]) naming ``callee`` by constants, None (a
+    # method of a logger that logging.getLogger does not return, a callee of no known kind), or
+    # False (a logger attribute that is not a bound method: made at a graph break).
     if kind == "call" and callee is _graphmend_builtins.print:
         return "print", ""
     if kind == "warn":
@@ -395,6 +399,12 @@ def _graphmend_target(callee, kind):
                 return "root-log", method
         return None
     if kind in ("log", "call") and _graphmend_logger_key is not None:
+        if id(callee.__class__) != _graphmend_method_type:
+            # Not a bound method: something set on the logger object (``logger.warning = f``)
+            # hides the class's method; what it does is the program's: False, made as written
+            # at a graph break. Read by id() (guarded: such a patch made between calls
+            # recompiles); isinstance() and hasattr() break the graph on a logger's method.
+            return False
         # A bound method: the rules write kind "log" for a logger's method, "call" for print and
         # for transformers' warning_once / info_once (Dynamo cannot trace hasattr() on a Logger's
         # method: its attributes are read as they are). Dynamo knows the bound logger only as an
@@ -426,21 +436,51 @@ def _graphmend_logger_key_of(owner, function):
     return ""
 
 
-_graphmend_logger_key = getattr(_graphmend_torch.compiler, "assume_constant_result", None)
-if _graphmend_logger_key is not None:
-    _graphmend_logger_key = _graphmend_logger_key(_graphmend_logger_key_of)
+def _graphmend_logger_method_of(function):
+    # The name by which logging.Logger, or a subclass of it, defines the function whose id is
+    # ``function``, or "": the method of a logger the op cannot name (one made directly), read
+    # while Dynamo traces (a constant of the graph; id() guards on the function).
+    todo, seen = [_graphmend_logging.Logger], set()
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        for name, value in vars(cls).items():
+            if id(value) == function:
+                return name
+        todo.extend(cls.__subclasses__())
+    return ""
 
 
-def _graphmend_shows_exception(kind, target, kwargs):
-    # Traced by Dynamo: whether a Logger's call shows the exception being handled
+_graphmend_logger_key = _graphmend_logger_method = None
+if hasattr(_graphmend_torch.compiler, "assume_constant_result"):
+    _graphmend_logger_key = _graphmend_torch.compiler.assume_constant_result(_graphmend_logger_key_of)
+    _graphmend_logger_method = _graphmend_torch.compiler.assume_constant_result(_graphmend_logger_method_of)
+
+
+def _graphmend_shows_exception(callee, kind, target, kwargs):
+    # Traced by Dynamo: whether a Logger's call may show the exception being handled
     # (``sys.exc_info()``, read by Logger._log when the call is made).
-    if kind not in ("log", "root-log"):
+    if kind not in ("log", "root-log", "call"):
         return False
-    # The method's name where the op names it (Dynamo breaks the graph on reading the name of
-    # another logger's method: that one's logger.exception is not seen here)
-    method = target[1].partition(":")[0] if target is not None else ""
+    if _graphmend_sys.exc_info()[0] is not None:
+        # An exception raised and caught in the traced code (an `except` block of the region, or
+        # a function called from one; Dynamo knows it while tracing): gone where the op or a
+        # replay makes the call. Whatever the call is (another logger's method, whose name the
+        # op cannot read; an override; warning_once), it may show it.
+        return True
+    # The method's name (where the op names the logger, or by the function a Logger class
+    # defines); exc_info=True with no exception known while tracing (the region may run under
+    # its caller's `except`: the call is made where that is handled).
+    if target:
+        method = target[1].partition(":")[0]
+    elif kind == "log" and target is None and _graphmend_logger_method is not None:
+        method = _graphmend_logger_method(id(callee.__func__))  # a bound method (_graphmend_target)
+    else:
+        method = ""
     shown = kwargs.get("exc_info", method == "exception")
-    return type(shown) in (bool, int) and bool(shown)
+    return kind != "call" and type(shown) in (bool, int) and bool(shown)
 
 
 def _graphmend_ingraph(where, callee, kind, line, function, op):
@@ -456,10 +496,17 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
     call given a tensor, or a record, ends what it can make: the rules decline those sites)."""
 
     def ingraph(*args, **kwargs):
+        if not _graphmend_torch.compiler.is_compiling():
+            # Run eagerly (its code is skipped by Dynamo): a graph break in the call below
+            # (:func:`_graphmend_now`) ended the graph at this call. Made now, as written; not
+            # traced again as a frame of its own, whose tensor arguments Dynamo would inspect
+            # first (a non-leaf's .grad: a UserWarning that the "error" filter raises).
+            return _graphmend_now(callee, kind, line, function, where, args, kwargs)
         target = _graphmend_target(callee, kind)
-        if _graphmend_shows_exception(kind, target, kwargs):
-            # The exception being handled (logger.exception, exc_info=True) is read when the call
-            # is made: where the call runs (the op in the graph, a replay after it) none is.
+        if target is False or _graphmend_shows_exception(callee, kind, target, kwargs):
+            # Something set on the logger object (its code is the program's); the exception
+            # being handled (logger.exception, exc_info=True), read when the call is made: where
+            # the call runs (the op in the graph, a replay after it) none is. Made as written.
             return _graphmend_now(callee, kind, line, function, where, args, kwargs)
         if _graphmend_shows_grad(args) or _graphmend_shows_grad(kwargs):
             # A tensor whose text shows its autograd (``grad_fn=<MulBackward0>``), which neither
@@ -479,6 +526,20 @@ def _graphmend_ingraph(where, callee, kind, line, function, op):
         op([kind, where.file, str(line), function, *target], *out)
 
     return ingraph
+
+
+def _graphmend_skip_ingraph():
+    # Dynamo runs the calls of _graphmend_ingraph's closure that a graph break ended eagerly.
+    try:
+        from torch._dynamo.eval_frame import skip_code
+    except ImportError:
+        return
+    for const in _graphmend_ingraph.__code__.co_consts:
+        if getattr(const, "co_name", None) == "ingraph":
+            skip_code(const)
+
+
+_graphmend_skip_ingraph()
 
 
 def _graphmend_defer(where, callee, kind, line=0, function="", entries=None):

@@ -146,13 +146,9 @@ class M(torch.nn.Module):
 '''
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "_graphmend_target reads callee.__self__ of a plain function set on the logger (logger.warning = f): "
-    "Dynamo raises InternalTorchDynamoError from the recompile; isinstance/hasattr break the graph and "
-    "type(callee) is MethodType changes the guards (the tests of test_runtime_logger_op.py recompile)"))
 def test_a_function_set_on_the_logger_after_the_first_call_is_called(tmp_path, capture):
-    """The original calls the function; the fixed program's recompile fails while Dynamo traces
-    `_graphmend_target` (it reads `__self__` of a function)."""
+    """Was: the recompile failed while Dynamo traced `_graphmend_target` (it read `__self__` of a
+    function). A callee that is not a bound method is made at a graph break, as written."""
     def patch(module):
         module.logger.warning = lambda msg, *args: print("patched " + msg % args)
         return lambda: vars(module.logger).pop("warning")
@@ -204,10 +200,9 @@ UNNAMED_EXCEPTION = EXCEPTION_IN_HELPER.replace('logger = logging.getLogger("gm_
     'logger = getLogger("gm_red.helper")'))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "a logger the op cannot name (made directly) is recorded; its method's name is not read while tracing "
-    "(Dynamo breaks the graph on it), so logger.exception in a method called from an except block is "
-    "replayed after the graph, where the exception being handled is gone"))
 def test_logger_exception_of_a_logger_made_directly_in_a_method_called_from_an_except_block(tmp_path, capture):
+    """Was: recorded and replayed after the graph, where the exception being handled is gone. The
+    runtime names the method by the function a Logger class defines (`exception`), and makes the
+    call at a graph break."""
     want = _same(tmp_path, UNNAMED_EXCEPTION, capture)
     assert [e for e in want if e[0] == "log"][0][-1] == "KeyError"

@@ -183,10 +183,9 @@ return y''')
     assert run(torch.compile(load_module(tmp_path, fixed).M(), backend="eager")) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="under the 'error' filter the fixed program raises InternalTorchDynamoError "
-                   "(a warning about a non-leaf tensor's .grad, made an error) where the original raises the "
-                   "UserWarning of the call")
 def test_a_warning_of_a_grad_tensor_under_the_error_filter_raises_as_the_original(tmp_path):
+    """Was: Dynamo traced the call the graph break ended as a frame of its own, and its look at the
+    non-leaf's .grad warned (an error under the filter). That call now runs eagerly."""
     expected, got = _compare(tmp_path, '''
 warnings.warn(y)
 return y.sum()''', sites=1, rule="error")
