@@ -33,6 +33,8 @@ from graphmend.transforms import _effects as E
 from graphmend.transforms import _reach
 from graphmend.transforms import _boundary as B
 from graphmend.transforms import _region as R
+from graphmend.transforms._analysis import dotted
+from graphmend.transforms._attributes import _literal
 from graphmend.transforms._boundary import enclosing_function
 from graphmend.transforms.base import SourceFile
 
@@ -97,6 +99,15 @@ class _Shown(_reach._Program):
         func = call.func
         if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "_graphmend_deferred":
             return True  # a record
+        fn = enclosing_function(self.source, call)
+        if isinstance(func, cst.Name) and func.value in ("setattr", "delattr") and call.args:
+            # ``setattr(self, "calls", n)`` stores as ``self.calls = n`` does
+            return not self._own(fn, E.roots(call.args[0].value))
+        if isinstance(func, cst.Call) and dotted(func.func) == "getattr" and len(func.args) >= 2:
+            # ``getattr(x, "mul_")(2)`` runs ``x.mul_(2)``; a name computed at run time may be any method
+            attr = _literal(func.args[1].value)
+            return attr is None or ((attr.endswith("_") and not attr.endswith("__")) or attr in _CONTAINER_UPDATES) \
+                and not self._own(fn, E.roots(func.args[0].value))
         kind, name = self.t.func(func)
         inplace = E._inplace_flag(call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args) \
             or (name.endswith("_") and not name.endswith("__"))
@@ -107,10 +118,13 @@ class _Shown(_reach._Program):
                 written = E.call_writes(call, self.t, E.Modules(), frozenset())[0]
             else:
                 written = E.roots(func.value)  # type: ignore[attr-defined]
-            fn = enclosing_function(self.source, call)
-            return not (written and fn is not None and all(_reach._fresh_local(fn, r, self.t) for r in written))
+            return not self._own(fn, written)
         own = E._is_self_module(call)
         return own is not None and owner in self.classes and own in E.Modules(self.classes[owner]).writers
+
+    def _own(self, fn: Optional[cst.FunctionDef], written: set[str]) -> bool:
+        """Whether the values ``written`` are locals of ``fn`` every binding of which is made there."""
+        return bool(written) and fn is not None and all(_reach._fresh_local(fn, r, self.t) for r in written)
 
 
 def _pairs(own_write: Optional[str], found: _reach.Before, own: Optional[str], faults: dict[str, str]):
@@ -128,7 +142,6 @@ def _pairs(own_write: Optional[str], found: _reach.Before, own: Optional[str], f
 
 def _output(node: cst.CSTNode) -> bool:
     """An output call (``print``, a deferred call): a graph break or an op that does not fail."""
-    from graphmend.transforms._analysis import dotted
     from graphmend.transforms._deferral import _is_output
 
     return isinstance(node, cst.Call) and (_is_output(node) or (

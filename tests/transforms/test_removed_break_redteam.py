@@ -1,0 +1,90 @@
+"""Red-team programs for ``_merged.lost_effects`` (GM101/GM402 where removing a graph break merges
+the graph before it with the graph after it).
+
+The shape of test_removed_break_effects.py, whose helpers run each program through the fix path
+(every rule, default threshold) and compare the original with the fixed program compiled with
+backend ``eager``: the exception, the caller's tensor afterwards, the module's counters. Here the
+effect before the site is written in ways that file does not show (a builtin that stores, a method
+fetched with ``getattr``, an alias, a helper of the file, state of a module-level object), and the
+failure after it is one Python or torch raises while Dynamo traces the merged graph (an assert, a
+``KeyError``, an integer division by zero, an index out of range, ``torch._check``, a shape that
+does not fit). Each must decline; the fixes that lose nothing stay.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.transforms.test_removed_break_effects import TRACE_FAULT, _compare, _gm101, _program  # noqa: E402
+
+SITE = "        if x.sum() > 0:\n            y = y * 2\n"
+
+STATE = "\n\nclass _State:\n    calls = 0\n\n\nSTATE = _State()\n"
+
+# effect before the site -> (body before the site, code added at the end of the file)
+HIDDEN_WRITES = {
+    "setattr on self": ("        setattr(self, 'calls', self.calls + 1)\n", ""),
+    "getattr of an in-place method": ("        getattr(x, 'mul_')(2)\n", ""),
+    "getattr of a method named at run time": ("        getattr(x, self.op)(2)\n", "\n\nM.op = 'mul_'\n"),
+    "an alias of the caller's tensor": ("        z = x\n        z.mul_(2)\n", ""),
+    "a slice of the caller's tensor": ("        x[0].mul_(2)\n", ""),
+    "an item store": ("        x[0] = 3.0\n", ""),
+    "x.data": ("        x.data.mul_(2)\n", ""),
+    "torch.Tensor.mul_": ("        torch.Tensor.mul_(x, 2)\n", ""),
+    "a helper of the file": ("        bump(x)\n", "\n\ndef bump(t):\n    t.mul_(2)\n"),
+    "a helper given self": ("        tick(self)\n", "\n\ndef tick(m):\n    m.calls += 1\n"),
+    "a module-level object": ("        STATE.calls += 1\n", STATE),
+    "a list of the module": ("        self.log = []\n        self.log.append(1)\n", ""),
+}
+
+
+@pytest.mark.parametrize("how", sorted(HIDDEN_WRITES))
+def test_an_effect_before_the_site_written_otherwise_declines(tmp_path, how):
+    before, end = HIDDEN_WRITES[how]
+    text = _program("        y = x * 1\n" + before + SITE + TRACE_FAULT + "        return x, y\n") + end
+    result, seen = _compare(tmp_path, text)
+    assert seen["error"] is torch._dynamo.exc.TorchRuntimeError
+    applied, declined = _gm101(result)
+    assert not applied and len(declined) == 1, [(f.rule, f.notes) for f in result.applied]
+
+
+# failure after the site -> (code after the site, the original's exception)
+FAILURES = {
+    "an assert": ("        assert y.shape[0] == 5\n", AssertionError),
+    "torch._check": ("        torch._check(y.shape[0] == 5)\n", RuntimeError),
+    "a KeyError": ("        d = {'a': 1}\n        y = y * d['b']\n", KeyError),
+    "an integer division by zero": ("        y = y * (y.shape[0] // (y.shape[0] - 1))\n", ZeroDivisionError),
+    "a list index out of range": ("        s = [1, 2]\n        y = y * s[5]\n", IndexError),
+    "a shape index out of range": ("        y = y * y.shape[5]\n", IndexError),
+    "a raise": ("        if y.shape[0] != 5:\n            raise ValueError('bad')\n", ValueError),
+    "a shape mismatch": ("        y = y + torch.ones(3)\n", torch._dynamo.exc.TorchRuntimeError),
+    "a matmul mismatch": ("        y = y @ torch.ones(3, 3)\n", torch._dynamo.exc.TorchRuntimeError),
+    "a cat mismatch": ("        y = torch.cat([y, torch.ones(2, 3)])\n", torch._dynamo.exc.TorchRuntimeError),
+    "an index held in a tensor": ("        y = y[:, int(torch.tensor(9))]\n", IndexError),
+}
+
+
+@pytest.mark.parametrize("how", sorted(FAILURES))
+def test_a_failure_after_the_site_written_otherwise_declines(tmp_path, how):
+    after, error = FAILURES[how]
+    text = _program("        y = x * 1\n        x.mul_(2)\n" + SITE + after + "        return x, y\n")
+    result, seen = _compare(tmp_path, text)
+    assert seen["error"] is error
+    applied, declined = _gm101(result)
+    assert not applied and len(declined) == 1, [(f.rule, f.notes) for f in result.applied]
+
+
+@pytest.mark.parametrize("before", [
+    # a store into an object made here: a failure drops it with the frame
+    "        z = x * 1\n        setattr(z, 'tag', 1)\n",
+    "        z = x * 1\n        getattr(z, 'mul_')(2)\n",
+    # a method fetched by name that writes nothing
+    "        z = getattr(x, 'relu')()\n",
+])
+def test_the_fix_stays_where_the_write_is_the_functions_own(tmp_path, before):
+    text = _program("        y = x * 1\n" + before + SITE + TRACE_FAULT + "        return x, y\n")
+    result, _ = _compare(tmp_path, text)
+    applied, declined = _gm101(result)
+    assert [f.rule for f in applied] == ["GM101"] and not declined
