@@ -36,7 +36,7 @@ from graphmend.transforms import _region as R
 from graphmend.transforms._analysis import dotted
 from graphmend.transforms._attributes import _literal
 from graphmend.transforms._boundary import enclosing_function
-from graphmend.transforms.base import SourceFile
+from graphmend.transforms.base import SourceFile, iter_nodes
 
 
 def lost_effects(source: SourceFile, site: cst.CSTNode, arms: list[cst.CSTNode]) -> Optional[str]:
@@ -75,6 +75,20 @@ def lost_effects(source: SourceFile, site: cst.CSTNode, arms: list[cst.CSTNode])
 
 # Methods that update a list, dict or set in place (``self.cache.append(h)``).
 _CONTAINER_UPDATES = frozenset("append extend insert pop popitem setdefault update clear remove add discard sort reverse".split())
+# Methods named by Python's data model that update their receiver (or, called on a class, their first argument).
+_DUNDER_UPDATES = frozenset("""__setattr__ __delattr__ __setitem__ __delitem__ __iadd__ __isub__ __imul__ __imatmul__
+__itruediv__ __ifloordiv__ __imod__ __ipow__ __iand__ __ior__ __ixor__ __ilshift__ __irshift__""".split())
+
+
+def _updates(method: str) -> bool:
+    """Whether a method of this name may update its receiver in place (``mul_``, ``append``, ``__imul__``)."""
+    return (method.endswith("_") and not method.endswith("__")) or method in _CONTAINER_UPDATES or method in _DUNDER_UPDATES
+
+
+def _bound_methods(fn: cst.FunctionDef, name: cst.Name) -> list[cst.Attribute]:
+    """The methods ``name`` is bound to in ``fn`` (``f = x.mul_``)."""
+    return [node.value for node in iter_nodes(fn.body, (cst.Assign,)) if isinstance(node.value, cst.Attribute)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in node.targets)]
 
 
 class _Shown(_reach._Program):
@@ -106,8 +120,15 @@ class _Shown(_reach._Program):
         if isinstance(func, cst.Call) and dotted(func.func) == "getattr" and len(func.args) >= 2:
             # ``getattr(x, "mul_")(2)`` runs ``x.mul_(2)``; a name computed at run time may be any method
             attr = _literal(func.args[1].value)
-            return attr is None or ((attr.endswith("_") and not attr.endswith("__")) or attr in _CONTAINER_UPDATES) \
-                and not self._own(fn, E.roots(func.args[0].value))
+            return attr is None or _updates(attr) and not self._own(fn, E.roots(func.args[0].value))
+        bound = _bound_methods(fn, func) if isinstance(func, cst.Name) and fn is not None else []
+        if any(_updates(b.attr.value) and not self._own(fn, E.roots(b.value)) for b in bound):
+            return True  # ``f = x.mul_; f(2)``
+        if isinstance(func, cst.Attribute) and (func.attr.value in _DUNDER_UPDATES or (
+                dotted(func.value) == "operator" and f"__{func.attr.value}__" in _DUNDER_UPDATES)):
+            # ``x.__imul__(2)``, ``object.__setattr__(self, "calls", n)``, ``operator.imul(x, 2)``: the
+            # receiver or the first argument
+            return not self._own(fn, E.roots(func.value) | (E.roots(call.args[0].value) if call.args else set()))
         kind, name = self.t.func(func)
         inplace = E._inplace_flag(call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args) \
             or (name.endswith("_") and not name.endswith("__"))
