@@ -17,9 +17,9 @@ its ``__doc__``:
   imported from ``transformers`` or is the definition in ``transformers/utils`` (the package
   itself, copied as a repository's source); their code is too large to read as above.
 
-Any other decorator is a reason, and so is a ``from ... import *`` after the binding of its
-name, in the class's file or the decorator's (:func:`_star_import_after`): it may bind the name
-again, to a decorator not read.
+Any other decorator is a reason, and so is a ``from ... import *`` or a ``globals()`` after a
+binding of its name, in the class's file, the decorator's or one in between (:func:`_rebound`):
+it may bind the name again, to a decorator not read.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ def decorator_reason(hierarchy, path: str, cls: cst.ClassDef) -> Optional[str]:
         if not isinstance(callee, cst.Name):
             return f"is decorated (`@{shown}`: a decorator not resolved, which may replace or add methods)"
         name = callee.value
-        rebound = _star_import_after(hierarchy.read(path), name)
+        rebound = _rebound(hierarchy, path, name)
         if rebound:
-            return f"is decorated (`@{shown}`: {rebound} in {path} may rebind `{name}`, which may replace or add methods)"
+            return f"is decorated (`@{shown}`: {rebound}, which may replace or add methods)"
         found = hierarchy.class_named(path, name, want=cst.FunctionDef)
         if isinstance(found, str):
             if name in VERIFIED and _imported_from_transformers(hierarchy.read(path), name):
@@ -57,25 +57,35 @@ def decorator_reason(hierarchy, path: str, cls: cst.ClassDef) -> Optional[str]:
         if func is None or not _doc_only(func, factory=isinstance(expr, cst.Call)):
             return (f"is decorated (`@{shown}`, defined in {found[0]}: its code does more than set the class's "
                     "__doc__ and may replace or add methods)")
-        rebound = _star_import_after(source, found[1])
-        if rebound:
-            return f"is decorated (`@{shown}`: {rebound} in {found[0]} may rebind `{found[1]}`, which may replace or add methods)"
     return None
 
 
-def _star_import_after(source, name: str) -> Optional[str]:
-    """The ``from ... import *`` that comes after the one module-level binding of ``name`` in
-    ``source`` (it may bind the name again when the module runs: ``try: from ._fast import *``), or None."""
+def _rebound(hierarchy, path: str, name: str, depth: int = 0) -> Optional[str]:
+    """Where the one module-level binding of ``name`` in ``path`` (followed through the files that
+    import it, as ``_mro`` resolves it) may be bound again when the module runs: a ``from ... import *``
+    or a ``globals()`` after it (``try: from ._fast import *``), or None."""
+    source = hierarchy.read(path)
     if isinstance(source, str):
         return None
     scope = source.scopes.get(source.module)
     bindings = [b.node for b in scope.assignments[name]] if scope is not None and name in scope else []
+    if len(bindings) != 1:
+        return None  # a reason of the lookup
     after = False
     for node in _walk(source.module):
-        if bindings and node is bindings[0]:
+        if node is bindings[0]:
             after = True
-        elif after and isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar):
-            return f"`{_code(node).strip()}`"
+        elif after and (isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar) or isinstance(
+                node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "globals"):
+            return f"`{_code(node).strip()}` in {path} may bind `{name}` again"
+    node = bindings[0]
+    if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar) and depth < 8:
+        for alias in node.names:
+            bound = alias.asname.name.value if alias.asname is not None else alias.name.value  # type: ignore[union-attr]
+            if bound == name and isinstance(alias.name, cst.Name):
+                module = _code(node.module) if node.module is not None else ""
+                target = hierarchy._module_file(path, len(node.relative), module)
+                return _rebound(hierarchy, target, alias.name.value, depth + 1) if target is not None else None
     return None
 
 

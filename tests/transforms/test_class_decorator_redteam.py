@@ -22,7 +22,7 @@ from tests.transforms.test_deferral_mro_redteam import DECO, HEADS, HIDDEN  # no
 DOC_ONLY = "def swap(cls):\n    cls.__doc__ = 'Utils.' + (cls.__doc__ or '')\n    return cls\n"
 STAR = "from .impl import *  # noqa: E402,F401,F403\n"
 
-# how the decorator is bound -> (the import and decorator line before `class Utils:`, files of the package)
+# how the decorator name is bound again -> (the import and decorator line before `class Utils:`, files of the package)
 REBOUND = {
     # deco.py shows a decorator that sets __doc__, then a star import replaces it
     "a star import after the def": ("from .deco import swap  # noqa: E402\n@swap",
@@ -30,6 +30,18 @@ REBOUND = {
     # mixin.py imports the read decorator, and a star import later in mixin.py rebinds the name
     "a star import in the class's file": ("from .deco import swap  # noqa: E402\n" + STAR + "@swap",
                                           {"pkg/deco.py": DOC_ONLY, "pkg/impl.py": DECO}),
+    # a star import in a `try`, as for an optional faster implementation
+    "a star import in a try": ("from .deco import swap  # noqa: E402\n@swap", {
+        "pkg/deco.py": DOC_ONLY + "try:\n    from .impl import *  # noqa: F401,F403\nexcept ImportError:\n    pass\n",
+        "pkg/impl.py": DECO}),
+    # a package that re-exports the read decorator, then star-imports a module that rebinds it
+    "a star import in a re-exporting package": ("from .decos import swap  # noqa: E402\n@swap", {
+        "pkg/decos/__init__.py": "from .real import swap  # noqa: F401\n" + STAR, "pkg/decos/real.py": DOC_ONLY,
+        "pkg/decos/impl.py": DECO.replace("from .mixin", "from ..mixin")}),
+    # the names of another module copied into the decorator's module
+    "globals().update": ("from .deco import swap  # noqa: E402\n@swap", {
+        "pkg/deco.py": DOC_ONLY + "import importlib  # noqa: E402\n\n"
+        "globals().update(vars(importlib.import_module('pkg.impl')))\n", "pkg/impl.py": DECO}),
     # the trusted transformers decorator, rebound by a star import of the package's own module
     "auto_docstring rebound by a star import": (
         "from transformers.utils import auto_docstring  # noqa: E402\n" + STAR + "@auto_docstring",
@@ -47,17 +59,32 @@ def _rebound(tmp_path, how, cases=REBOUND):
         assert old in text
         path.write_text(text.replace(old, old.replace("\n\n\nclass Utils:", f"\n{line}\nclass Utils:")) + HEADS)
         for name, body in files.items():
+            (root / name).parent.mkdir(exist_ok=True)
             (root / name).write_text(body)
     return orig, fixed
 
 
 @pytest.mark.parametrize("how", sorted(REBOUND))
-def test_a_decorator_name_rebound_by_a_star_import_is_not_trusted(tmp_path, how):
+def test_a_decorator_name_bound_again_when_a_module_runs_is_not_trusted(tmp_path, how):
     orig, fixed = _rebound(tmp_path, how)
     shown = run(load(orig, "pkg.b").Model(), *_inputs()[0])
     assert [e[:2] for e in shown[0]] == [("log", "heads 1"), ("warn", "careful")], shown  # what the original runs
     applied, skipped = fix_package(fixed, STACKS, rounds=1)
     assert applied == [] and all(s.fix.safety is Safety.UNSAFE for s in skipped), [(f.rule, f.notes) for f in applied]
+
+
+@pytest.mark.xfail(strict=True, reason="a store into the decorator's module from another file (`deco.swap = impl.swap` "
+                   "in pkg/__init__.py) is not seen: the check reads deco.py's def, which sets only __doc__, while the "
+                   "class is decorated by impl.swap, which replaces Utils.head_mask; GM203 makes the warning in the "
+                   "graph and the original's logger record of the replaced method is lost to the analysis")
+def test_a_decorator_replaced_by_a_store_into_its_module_is_not_trusted(tmp_path):
+    cases = {"patched": ("from .deco import swap  # noqa: E402\n@swap", {
+        "pkg/__init__.py": "from . import deco, impl\n\ndeco.swap = impl.swap\n", "pkg/deco.py": DOC_ONLY, "pkg/impl.py": DECO})}
+    orig, fixed = _rebound(tmp_path, "patched", cases)
+    shown = run(load(orig, "pkg.b").Model(), *_inputs()[0])
+    assert [e[:2] for e in shown[0]] == [("log", "heads 1"), ("warn", "careful")], shown
+    applied, _ = fix_package(fixed, STACKS, rounds=1)
+    assert applied == [], [(f.rule, f.notes) for f in applied]
 
 
 # A star import before the decorator's def: the decorator read is the one that runs, and the class
