@@ -75,14 +75,18 @@ def lost_effects(source: SourceFile, site: cst.CSTNode, arms: list[cst.CSTNode])
 
 # Methods that update a list, dict or set in place (``self.cache.append(h)``).
 _CONTAINER_UPDATES = frozenset("append extend insert pop popitem setdefault update clear remove add discard sort reverse".split())
+# Methods of torch.nn.Module that change a module's state (``self.train(False)``, ``self.add_module(...)``).
+_MODULE_UPDATES = frozenset("""train eval add_module register_module register_buffer register_parameter set_submodule apply
+zero_grad load_state_dict share_memory register_forward_hook register_forward_pre_hook register_backward_hook
+register_full_backward_hook register_full_backward_pre_hook""".split())
 # Methods named by Python's data model that update their receiver (or, called on a class, their first argument).
 _DUNDER_UPDATES = frozenset("""__setattr__ __delattr__ __setitem__ __delitem__ __iadd__ __isub__ __imul__ __imatmul__
 __itruediv__ __ifloordiv__ __imod__ __ipow__ __iand__ __ior__ __ixor__ __ilshift__ __irshift__""".split())
 
 
 def _updates(method: str) -> bool:
-    """Whether a method of this name may update its receiver in place (``mul_``, ``append``, ``__imul__``)."""
-    return (method.endswith("_") and not method.endswith("__")) or method in _CONTAINER_UPDATES or method in _DUNDER_UPDATES
+    """Whether a method of this name may update its receiver in place (``mul_``, ``append``, ``__imul__``, ``eval``)."""
+    return (method.endswith("_") and not method.endswith("__")) or method in _CONTAINER_UPDATES | _DUNDER_UPDATES | _MODULE_UPDATES
 
 
 def _bound_methods(fn: cst.FunctionDef, name: cst.Name) -> list[cst.Attribute]:
@@ -132,7 +136,7 @@ class _Shown(_reach._Program):
         kind, name = self.t.func(func)
         inplace = E._inplace_flag(call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args) \
             or (name.endswith("_") and not name.endswith("__"))
-        if inplace or (kind == "method" and name in _CONTAINER_UPDATES):
+        if inplace or (kind == "method" and name in _CONTAINER_UPDATES | _MODULE_UPDATES):
             # a tensor or container every binding of which is made here (``y = x * 1; y.mul_(2)``,
             # ``out = []; out.append(h)``) is the function's own: a failure drops it with the frame
             if inplace:

@@ -5,7 +5,8 @@ The shape of test_removed_break_effects.py, whose helpers run each program throu
 (every rule, default threshold) and compare the original with the fixed program compiled with
 backend ``eager``: the exception, the caller's tensor afterwards, the module's counters. Here the
 effect before the site is written in ways that file does not show (a builtin that stores, a method
-fetched with ``getattr``, an alias, a helper of the file, state of a module-level object), and the
+fetched with ``getattr``, an in-place dunder, an alias, a helper of the file, state of a module-level
+object, an ``nn.Module`` method that changes the mode or the submodules), and the
 failure after it is one Python or torch raises while Dynamo traces the merged graph (an assert, a
 ``KeyError``, an integer division by zero, an index out of range, ``torch._check``, a shape that
 does not fit). Each must decline; the fixes that lose nothing stay.
@@ -17,6 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from graphmend.model import Safety  # noqa: E402
+from tests.transforms._side_effect_support import fix_program, load_module, reset_dynamo  # noqa: E402
 from tests.transforms.test_removed_break_effects import TRACE_FAULT, _compare, _gm101, _program  # noqa: E402
 
 SITE = "        if x.sum() > 0:\n            y = y * 2\n"
@@ -112,3 +115,30 @@ def test_the_fix_stays_where_the_write_is_the_functions_own(tmp_path, before):
     result, _ = _compare(tmp_path, text)
     applied, declined = _gm101(result)
     assert [f.rule for f in applied] == ["GM101"] and not declined
+
+
+def _module_state(tmp_path, text: str):
+    """The exception and the module's mode and submodules after one compiled call."""
+    reset_dynamo()
+    module = load_module(tmp_path, text).M()
+    try:
+        torch.compile(module, backend="eager")(torch.tensor([[-0.5, -1.0, -2.0, -0.25]], requires_grad=True) * 1)
+        error = None
+    except Exception as caught:  # noqa: BLE001 - compared with the original's
+        error = type(caught)
+    return error, module.training, module.inner.training, sorted(name for name, _ in module.named_children())
+
+
+@pytest.mark.parametrize("before", [
+    "        self.train(False)\n",
+    "        self.inner.eval()\n",
+    "        self.add_module('extra', nn.Identity())\n",
+])
+def test_a_module_method_that_changes_its_state_before_the_site_declines(tmp_path, before):
+    text = _program("        y = x * 1\n" + before + SITE + TRACE_FAULT + "        return x, y\n")
+    result = fix_program(text, codes=("GM1", "GM2", "GM3", "GM4"), threshold=Safety.SAFE)
+    original = _module_state(tmp_path, text)
+    assert original[0] is torch._dynamo.exc.TorchRuntimeError
+    assert _module_state(tmp_path, result.text) == original
+    applied, declined = _gm101(result)
+    assert not applied and len(declined) == 1, [(f.rule, f.notes) for f in result.applied]
