@@ -24,10 +24,15 @@ it may bind the name again, to a decorator not read.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
+from graphmend.transforms.base import iter_nodes
+
+# text without which a file binds no name again after its binding (a cheap test before the walk)
+_REBINDING = re.compile(r"import[\s\\]*\*|globals")
 # name -> the file of transformers (4.52.4) whose definition was read
 VERIFIED = {"auto_docstring": "transformers/utils/args_doc.py", "add_start_docstrings": "transformers/utils/doc.py"}
 
@@ -71,14 +76,20 @@ def _rebound(hierarchy, path: str, name: str, depth: int = 0) -> Optional[str]:
     bindings = [b.node for b in scope.assignments[name]] if scope is not None and name in scope else []
     if len(bindings) != 1:
         return None  # a reason of the lookup
+    if not _REBINDING.search(source.text):
+        return _rebound_where_imported(hierarchy, path, bindings[0], name, depth)
     after = False
-    for node in _walk(source.module):
+    for node in iter_nodes(source.module, (cst.ImportFrom, cst.Call, type(bindings[0]))):
         if node is bindings[0]:
             after = True
         elif after and (isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar) or isinstance(
                 node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "globals"):
             return f"`{_code(node).strip()}` in {path} may bind `{name}` again"
-    node = bindings[0]
+    return _rebound_where_imported(hierarchy, path, bindings[0], name, depth)
+
+
+def _rebound_where_imported(hierarchy, path: str, node: cst.CSTNode, name: str, depth: int) -> Optional[str]:
+    """:func:`_rebound` in the file of the package the binding ``node`` of ``name`` imports it from."""
     if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar) and depth < 8:
         for alias in node.names:
             bound = alias.asname.name.value if alias.asname is not None else alias.name.value  # type: ignore[union-attr]
