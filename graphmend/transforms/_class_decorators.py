@@ -17,15 +17,22 @@ its ``__doc__``:
   imported from ``transformers`` or is the definition in ``transformers/utils`` (the package
   itself, copied as a repository's source); their code is too large to read as above.
 
-Any other decorator is a reason.
+Any other decorator is a reason, and so is a ``from ... import *`` or a ``globals()`` after a
+binding of its name, in the class's file, the decorator's or one in between (:func:`_rebound`):
+it may bind the name again, to a decorator not read.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
+from graphmend.transforms.base import iter_nodes
+
+# text without which a file binds no name again after its binding (a cheap test before the walk)
+_REBINDING = re.compile(r"import[\s\\]*\*|globals")
 # name -> the file of transformers (4.52.4) whose definition was read
 VERIFIED = {"auto_docstring": "transformers/utils/args_doc.py", "add_start_docstrings": "transformers/utils/doc.py"}
 
@@ -39,6 +46,9 @@ def decorator_reason(hierarchy, path: str, cls: cst.ClassDef) -> Optional[str]:
         if not isinstance(callee, cst.Name):
             return f"is decorated (`@{shown}`: a decorator not resolved, which may replace or add methods)"
         name = callee.value
+        rebound = _rebound(hierarchy, path, name)
+        if rebound:
+            return f"is decorated (`@{shown}`: {rebound}, which may replace or add methods)"
         found = hierarchy.class_named(path, name, want=cst.FunctionDef)
         if isinstance(found, str):
             if name in VERIFIED and _imported_from_transformers(hierarchy.read(path), name):
@@ -52,6 +62,41 @@ def decorator_reason(hierarchy, path: str, cls: cst.ClassDef) -> Optional[str]:
         if func is None or not _doc_only(func, factory=isinstance(expr, cst.Call)):
             return (f"is decorated (`@{shown}`, defined in {found[0]}: its code does more than set the class's "
                     "__doc__ and may replace or add methods)")
+    return None
+
+
+def _rebound(hierarchy, path: str, name: str, depth: int = 0) -> Optional[str]:
+    """Where the one module-level binding of ``name`` in ``path`` (followed through the files that
+    import it, as ``_mro`` resolves it) may be bound again when the module runs: a ``from ... import *``
+    or a ``globals()`` after it (``try: from ._fast import *``), or None."""
+    source = hierarchy.read(path)
+    if isinstance(source, str):
+        return None
+    scope = source.scopes.get(source.module)
+    bindings = [b.node for b in scope.assignments[name]] if scope is not None and name in scope else []
+    if len(bindings) != 1:
+        return None  # a reason of the lookup
+    if not _REBINDING.search(source.text):
+        return _rebound_where_imported(hierarchy, path, bindings[0], name, depth)
+    after = False
+    for node in iter_nodes(source.module, (cst.ImportFrom, cst.Call, type(bindings[0]))):
+        if node is bindings[0]:
+            after = True
+        elif after and (isinstance(node, cst.ImportFrom) and isinstance(node.names, cst.ImportStar) or isinstance(
+                node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "globals"):
+            return f"`{_code(node).strip()}` in {path} may bind `{name}` again"
+    return _rebound_where_imported(hierarchy, path, bindings[0], name, depth)
+
+
+def _rebound_where_imported(hierarchy, path: str, node: cst.CSTNode, name: str, depth: int) -> Optional[str]:
+    """:func:`_rebound` in the file of the package the binding ``node`` of ``name`` imports it from."""
+    if isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar) and depth < 8:
+        for alias in node.names:
+            bound = alias.asname.name.value if alias.asname is not None else alias.name.value  # type: ignore[union-attr]
+            if bound == name and isinstance(alias.name, cst.Name):
+                module = _code(node.module) if node.module is not None else ""
+                target = hierarchy._module_file(path, len(node.relative), module)
+                return _rebound(hierarchy, target, alias.name.value, depth + 1) if target is not None else None
     return None
 
 

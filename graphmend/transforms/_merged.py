@@ -33,8 +33,10 @@ from graphmend.transforms import _effects as E
 from graphmend.transforms import _reach
 from graphmend.transforms import _boundary as B
 from graphmend.transforms import _region as R
+from graphmend.transforms._analysis import dotted
+from graphmend.transforms._attributes import _literal
 from graphmend.transforms._boundary import enclosing_function
-from graphmend.transforms.base import SourceFile
+from graphmend.transforms.base import SourceFile, iter_nodes
 
 
 def lost_effects(source: SourceFile, site: cst.CSTNode, arms: list[cst.CSTNode]) -> Optional[str]:
@@ -73,6 +75,24 @@ def lost_effects(source: SourceFile, site: cst.CSTNode, arms: list[cst.CSTNode])
 
 # Methods that update a list, dict or set in place (``self.cache.append(h)``).
 _CONTAINER_UPDATES = frozenset("append extend insert pop popitem setdefault update clear remove add discard sort reverse".split())
+# Methods of torch.nn.Module that change a module's state (``self.train(False)``, ``self.add_module(...)``).
+_MODULE_UPDATES = frozenset("""train eval add_module register_module register_buffer register_parameter set_submodule apply
+zero_grad load_state_dict share_memory register_forward_hook register_forward_pre_hook register_backward_hook
+register_full_backward_hook register_full_backward_pre_hook""".split())
+# Methods named by Python's data model that update their receiver (or, called on a class, their first argument).
+_DUNDER_UPDATES = frozenset("""__setattr__ __delattr__ __setitem__ __delitem__ __iadd__ __isub__ __imul__ __imatmul__
+__itruediv__ __ifloordiv__ __imod__ __ipow__ __iand__ __ior__ __ixor__ __ilshift__ __irshift__""".split())
+
+
+def _updates(method: str) -> bool:
+    """Whether a method of this name may update its receiver in place (``mul_``, ``append``, ``__imul__``, ``eval``)."""
+    return (method.endswith("_") and not method.endswith("__")) or method in _CONTAINER_UPDATES | _DUNDER_UPDATES | _MODULE_UPDATES
+
+
+def _bound_methods(fn: cst.FunctionDef, name: cst.Name) -> list[cst.Attribute]:
+    """The methods ``name`` is bound to in ``fn`` (``f = x.mul_``)."""
+    return [node.value for node in iter_nodes(fn.body, (cst.Assign,)) if isinstance(node.value, cst.Attribute)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in node.targets)]
 
 
 class _Shown(_reach._Program):
@@ -97,20 +117,39 @@ class _Shown(_reach._Program):
         func = call.func
         if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "_graphmend_deferred":
             return True  # a record
+        fn = enclosing_function(self.source, call)
+        if isinstance(func, cst.Name) and func.value in ("setattr", "delattr") and call.args:
+            # ``setattr(self, "calls", n)`` stores as ``self.calls = n`` does
+            return not self._own(fn, E.roots(call.args[0].value))
+        if isinstance(func, cst.Call) and dotted(func.func) == "getattr" and len(func.args) >= 2:
+            # ``getattr(x, "mul_")(2)`` runs ``x.mul_(2)``; a name computed at run time may be any method
+            attr = _literal(func.args[1].value)
+            return attr is None or _updates(attr) and not self._own(fn, E.roots(func.args[0].value))
+        bound = _bound_methods(fn, func) if isinstance(func, cst.Name) and fn is not None else []
+        if any(_updates(b.attr.value) and not self._own(fn, E.roots(b.value)) for b in bound):
+            return True  # ``f = x.mul_; f(2)``
+        if isinstance(func, cst.Attribute) and (func.attr.value in _DUNDER_UPDATES or (
+                dotted(func.value) == "operator" and f"__{func.attr.value}__" in _DUNDER_UPDATES)):
+            # ``x.__imul__(2)``, ``object.__setattr__(self, "calls", n)``, ``operator.imul(x, 2)``: the
+            # receiver or the first argument
+            return not self._own(fn, E.roots(func.value) | (E.roots(call.args[0].value) if call.args else set()))
         kind, name = self.t.func(func)
         inplace = E._inplace_flag(call) or any(a.keyword is not None and a.keyword.value == "out" for a in call.args) \
             or (name.endswith("_") and not name.endswith("__"))
-        if inplace or (kind == "method" and name in _CONTAINER_UPDATES):
+        if inplace or (kind == "method" and name in _CONTAINER_UPDATES | _MODULE_UPDATES):
             # a tensor or container every binding of which is made here (``y = x * 1; y.mul_(2)``,
             # ``out = []; out.append(h)``) is the function's own: a failure drops it with the frame
             if inplace:
                 written = E.call_writes(call, self.t, E.Modules(), frozenset())[0]
             else:
                 written = E.roots(func.value)  # type: ignore[attr-defined]
-            fn = enclosing_function(self.source, call)
-            return not (written and fn is not None and all(_reach._fresh_local(fn, r, self.t) for r in written))
+            return not self._own(fn, written)
         own = E._is_self_module(call)
         return own is not None and owner in self.classes and own in E.Modules(self.classes[owner]).writers
+
+    def _own(self, fn: Optional[cst.FunctionDef], written: set[str]) -> bool:
+        """Whether the values ``written`` are locals of ``fn`` every binding of which is made there."""
+        return bool(written) and fn is not None and all(_reach._fresh_local(fn, r, self.t) for r in written)
 
 
 def _pairs(own_write: Optional[str], found: _reach.Before, own: Optional[str], faults: dict[str, str]):
@@ -128,7 +167,6 @@ def _pairs(own_write: Optional[str], found: _reach.Before, own: Optional[str], f
 
 def _output(node: cst.CSTNode) -> bool:
     """An output call (``print``, a deferred call): a graph break or an op that does not fail."""
-    from graphmend.transforms._analysis import dotted
     from graphmend.transforms._deferral import _is_output
 
     return isinstance(node, cst.Call) and (_is_output(node) or (
