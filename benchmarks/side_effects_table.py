@@ -154,8 +154,10 @@ def fix_and_verify(root: Path) -> Row:
     [summary] = report.targets
     if summary.error or report.errors or report.failed:
         raise RuntimeError(f"{root.name}: {summary.error or report.errors or report.failed}")
-    # verify compares the committed tree with the fixed one; the fix loop counted the breaks.
-    [target] = verify(config, count_breaks=False).targets
+    # verify compares the committed tree with the fixed one; the fix loop counted the breaks. A model
+    # with nothing fixed in the repository (layoutlmv3: its break is in transformers' modeling_utils.py,
+    # outside this one-file copy) leaves the trees identical: run anyway, its compiled outputs against eager.
+    [target] = verify(config, count_breaks=False, run_unchanged=True).targets
     detail = "; ".join(f"{m.kind}/{m.check}: {m.detail}" for m in target.mismatches[:3]) or (target.error or "")
     counts: dict[str, int] = {}
     for fix in report.applied:
